@@ -2,5 +2,5 @@
 
 __version__ = "0.1.0"
 
-from kzoo import layers, models
+from kzoo import layers, models, train
 from kzoo.models import Transformer, transformer_base, transformer_big, transformer_small

@@ -2,7 +2,7 @@
 
 Masks are boolean with True where attention is allowed. They are turned into an additive bias in float32, and the
 softmax is computed in float32 too, so half-precision policies never see a -1e9 they cannot represent: a padded query
-row or a fully padded sequence gives finite weights (a uniform row) under `mixed_float16` and `mixed_bfloat16`.
+row or a fully padded sequence gives finite weights under `mixed_float16` and `mixed_bfloat16`.
 """
 
 from keras import ops
@@ -62,7 +62,7 @@ def masked_softmax(logits, mask=None):
     """Softmax over the last axis in float32, with disallowed positions (mask False) at zero weight.
 
     `logits` has any float dtype; `mask` is boolean and broadcastable to `logits`. Returns weights in the dtype of
-    `logits`. A row whose keys are all masked gets uniform, finite weights rather than NaN.
+    `logits`. A row whose keys are all masked gets finite weights that sum to one, never NaN.
     """
     dtype = logits.dtype
     logits = ops.cast(logits, "float32")

@@ -1,0 +1,3 @@
+"""Training helpers around Keras `fit`: the distribution strategy for the machine."""
+
+from kzoo.train.distribution import strategy
