@@ -1,8 +1,22 @@
 import keras
+from keras import ops
 
-from kzoo.layers.masks import key_padding_mask
+from kzoo.layers.masks import causal_mask, key_padding_mask
 from kzoo.layers.residual import residual
 from kzoo.layers.transformer_block import TransformerBlock
+
+
+def write_positions(cache, index, new):
+    """`cache` (batch, length, ...) with `new` (batch, t, ...) written at positions index .. index + t - 1.
+
+    A scatter (TensorScatterUpdate), a core TensorFlow op that TF Serving runs, unlike the XLA-only dynamic update
+    slice behind `keras.ops.slice_update` on TensorFlow.
+    """
+    batch, steps = ops.shape(new)[0], ops.shape(new)[1]
+    rows = ops.repeat(ops.arange(batch), steps)
+    columns = ops.tile(ops.arange(steps) + index, [batch])
+    updates = ops.reshape(new, (batch * steps,) + tuple(new.shape[2:]))
+    return ops.scatter_update(cache, ops.stack([rows, columns], axis=1), updates)
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
@@ -107,6 +121,44 @@ class DecoderBlock(TransformerBlock):
             x, self.feed_forward, self.feed_forward_norm, self.feed_forward_dropout, self.normalize_first, training
         )
         return (x, self_weights, cross_weights) if return_attention_scores else x
+
+    def decode_step(self, x_prime, index, cache, cross_key_value, encoder_padding_mask=None):
+        """The block on the new decoder positions only, reading and extending a key/value cache.
+
+        Args:
+            x_prime: float tensor (batch, t, d): the vectors of decoder positions index .. index + t - 1.
+            index: int scalar tensor: the position of `x_prime[:, 0]`.
+            cache: (keys, values) of this block's self-attention for every position so far, each
+                (batch, max_length, heads, head_dim); the new positions are written at `index`.
+            cross_key_value: (keys, values) of the encoder output, from `self.cross_attention.key_value(u)`,
+                computed once per sentence.
+            encoder_padding_mask: bool tensor (batch, m), optional.
+
+        Returns:
+            (output (batch, t, d), updated cache). Equal to `call` on the whole prefix, at the new positions.
+        """
+        key_cache, value_cache = cache
+        updated = []
+
+        def cached_self_attention(y):
+            key, value = self.self_attention.key_value(y)
+            updated.extend([write_positions(key_cache, index, key), write_positions(value_cache, index, value)])
+            mask = causal_mask(ops.shape(y)[1], ops.shape(key_cache)[1], query_offset=index)[None]
+            return self.self_attention.attend(y, *updated, mask)
+
+        cross_mask = None if encoder_padding_mask is None else ops.expand_dims(encoder_padding_mask, 1)
+        x, _ = residual(
+            x_prime, cached_self_attention, self.self_attention_norm, self.self_attention_dropout, self.normalize_first
+        )
+        x, _ = residual(
+            x,
+            lambda y: self.cross_attention.attend(y, *cross_key_value, cross_mask),
+            self.cross_attention_norm,
+            self.cross_attention_dropout,
+            self.normalize_first,
+        )
+        x, _ = residual(x, self.feed_forward, self.feed_forward_norm, self.feed_forward_dropout, self.normalize_first)
+        return x, tuple(updated)
 
     def compute_output_shape(self, x_prime_shape, u_shape):
         return x_prime_shape

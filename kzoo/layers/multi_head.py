@@ -108,11 +108,39 @@ class MultiHead(keras.layers.Layer):
 
     def _project(self, x, kernel, bias):
         # (batch, n, d) @ (d, heads·k) as one 2-D matmul, then split the heads: (batch, n, heads, k).
+        # The casts are no-ops inside `__call__` (Keras autocasts there); they matter when `key_value` and `attend`
+        # are called directly, as a decoding cache does.
         d, heads, k = kernel.shape
-        y = ops.matmul(x, ops.reshape(kernel, (d, heads * k)))
+        y = ops.matmul(x, ops.reshape(ops.cast(kernel, x.dtype), (d, heads * k)))
         if bias is not None:
-            y = y + ops.reshape(bias, (heads * k,))
+            y = y + ops.reshape(ops.cast(bias, x.dtype), (heads * k,))
         return ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], heads, k))
+
+    def key_value(self, x):
+        """The keys and values of `x`, each (batch, m, heads, dim).
+
+        Computed once per sentence for attention over an encoder output, and once per new position for a decoding
+        cache; `attend` takes them back.
+        """
+        return self._project(x, self.key_kernel, self.key_bias), self._project(x, self.value_kernel, self.value_bias)
+
+    def attend(self, queries, key, value, mask=None, training=None):
+        """Attention of `queries` (batch, t, d') over given keys and values; returns (output, weights).
+
+        `mask` is boolean, broadcastable to (batch, t, m), True where query j may attend to key i.
+        """
+        q = self._project(queries, self.query_kernel, self.query_bias)  # (batch, t, heads, d_k)
+        q = q * ops.cast(1.0 / math.sqrt(self.key_dim), q.dtype)
+        logits = ops.einsum("bthk,bmhk->bhtm", q, key)
+        alpha = masked_softmax(logits, None if mask is None else ops.expand_dims(mask, 1))  # (batch, heads, t, m)
+        context = ops.einsum("bhtm,bmhv->bthv", self.weights_dropout(alpha, training=training), value)
+        heads, value_dim, output_dim = self.output_kernel.shape
+        context = ops.reshape(context, (ops.shape(context)[0], ops.shape(context)[1], heads * value_dim))
+        output_kernel = ops.cast(self.output_kernel, context.dtype)
+        y = ops.matmul(context, ops.reshape(output_kernel, (heads * value_dim, output_dim)))  # W_O [C_1; ...]
+        if self.output_bias is not None:
+            y = y + ops.cast(self.output_bias, y.dtype)
+        return y, alpha
 
     def call(
         self,
@@ -122,7 +150,7 @@ class MultiHead(keras.layers.Layer):
         attention_mask=None,
         use_causal_mask=False,
         return_attention_scores=False,
-        training=None
+        training=None,
     ):
         queries = x if x_prime is None else x_prime
         mask = attention_mask_for(
@@ -132,18 +160,8 @@ class MultiHead(keras.layers.Layer):
             use_causal_mask=use_causal_mask,
             key_length=ops.shape(x)[1],
         )
-        q = self._project(queries, self.query_kernel, self.query_bias)  # (batch, t, heads, d_k)
-        q = q * ops.cast(1.0 / math.sqrt(self.key_dim), q.dtype)
-        k = self._project(x, self.key_kernel, self.key_bias)  # (batch, m, heads, d_k)
-        v = self._project(x, self.value_kernel, self.value_bias)  # (batch, m, heads, d_v)
-        logits = ops.einsum("bthk,bmhk->bhtm", q, k)
-        alpha = masked_softmax(logits, None if mask is None else ops.expand_dims(mask, 1))  # (batch, heads, t, m)
-        context = ops.einsum("bhtm,bmhv->bthv", self.weights_dropout(alpha, training=training), v)
-        heads, value_dim, output_dim = self.output_kernel.shape
-        context = ops.reshape(context, (ops.shape(context)[0], ops.shape(context)[1], heads * value_dim))
-        y = ops.matmul(context, ops.reshape(self.output_kernel, (heads * value_dim, output_dim)))  # W_O [C_1; ...]
-        if self.output_bias is not None:
-            y = y + self.output_bias
+        key, value = self.key_value(x)  # (batch, m, heads, d_k), (batch, m, heads, d_v)
+        y, alpha = self.attend(queries, key, value, mask, training=training)
         carry_query_mask(y, queries)
         return (y, alpha) if return_attention_scores else y
 

@@ -113,6 +113,8 @@ class Transformer(keras.Model):
             )
 
         def final_norm(name):
+            if not normalize_first:
+                return None
             return keras.layers.LayerNormalization(epsilon=layer_norm_epsilon, dtype=dtype, name=name)
 
         # === Layers ===
@@ -122,37 +124,24 @@ class Transformer(keras.Model):
         )
         self.source_positions = positions("source_positions")
         self.target_positions = positions("target_positions")
+        self.source_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="source_embedding_dropout")
+        self.target_dropout = keras.layers.Dropout(dropout, dtype=dtype, name="target_embedding_dropout")
         self.encoder_blocks = [EncoderBlock(**block_kwargs(f"encoder_block_{i}")) for i in range(num_encoder_layers)]
         self.decoder_blocks = [DecoderBlock(**block_kwargs(f"decoder_block_{i}")) for i in range(num_decoder_layers)]
-        if not tie_output_embedding:
-            self.output_projection = keras.layers.Dense(target_vocabulary_size, dtype=dtype, name="output_projection")
+        self.encoder_output_norm = final_norm("encoder_output_norm")
+        self.decoder_output_norm = final_norm("decoder_output_norm")
+        self.output_projection = (
+            None
+            if tie_output_embedding
+            else keras.layers.Dense(target_vocabulary_size, dtype=dtype, name="output_projection")
+        )
+        self.logits_cast = keras.layers.Activation("linear", dtype="float32", name="logits")
 
         # === Functional model ===
         encoder_token_ids = keras.Input(shape=(None,), dtype="int32", name="encoder_token_ids")
         decoder_token_ids = keras.Input(shape=(None,), dtype="int32", name="decoder_token_ids")
-        encoder_padding_mask = ops.not_equal(encoder_token_ids, 0)
-        decoder_padding_mask = ops.not_equal(decoder_token_ids, 0)
-
-        def embed(token_ids, token_embedding, position_layer, name):
-            x = token_embedding(token_ids)
-            x = x + position_layer(x)
-            return keras.layers.Dropout(dropout, dtype=dtype, name=name)(x)
-
-        u = embed(encoder_token_ids, self.source_embedding, self.source_positions, "source_embedding_dropout")
-        for block in self.encoder_blocks:
-            u = block(u, padding_mask=encoder_padding_mask)
-        if normalize_first:
-            u = final_norm("encoder_output_norm")(u)
-
-        x = embed(decoder_token_ids, self.target_embedding, self.target_positions, "target_embedding_dropout")
-        for block in self.decoder_blocks:
-            x = block(x, u, decoder_padding_mask=decoder_padding_mask, encoder_padding_mask=encoder_padding_mask)
-        if normalize_first:
-            x = final_norm("decoder_output_norm")(x)
-
-        logits = self.target_embedding(x, reverse=True) if tie_output_embedding else self.output_projection(x)
-        logits = keras.layers.Activation("linear", dtype="float32", name="logits")(logits)
-
+        u, encoder_padding_mask = self.encode(encoder_token_ids)
+        logits = self.decode(decoder_token_ids, u, encoder_padding_mask)
         super().__init__(
             inputs={"encoder_token_ids": encoder_token_ids, "decoder_token_ids": decoder_token_ids},
             outputs=logits,
@@ -176,6 +165,70 @@ class Transformer(keras.Model):
         self.activation = activation
         self.normalize_first = normalize_first
         self.layer_norm_epsilon = layer_norm_epsilon
+
+    def _embed(self, token_ids, embedding, positions, dropout, start_index=0):
+        x = embedding(token_ids)
+        return dropout(x + positions(x, start_index=start_index))
+
+    def _logits(self, x):
+        if self.decoder_output_norm is not None:
+            x = self.decoder_output_norm(x)
+        logits = self.target_embedding(x, reverse=True) if self.output_projection is None else self.output_projection(x)
+        return self.logits_cast(logits)
+
+    def encode(self, encoder_token_ids):
+        """The encoder output U (batch, m, d) and the source padding mask (batch, m), True for real tokens."""
+        padding_mask = ops.not_equal(encoder_token_ids, 0)
+        u = self._embed(encoder_token_ids, self.source_embedding, self.source_positions, self.source_dropout)
+        for block in self.encoder_blocks:
+            u = block(u, padding_mask=padding_mask)
+        if self.encoder_output_norm is not None:
+            u = self.encoder_output_norm(u)
+        return u, padding_mask
+
+    def decode(self, decoder_token_ids, u, encoder_padding_mask):
+        """Logits (batch, t, vocabulary) for every decoder position at once: teacher forcing, no cache."""
+        padding_mask = ops.not_equal(decoder_token_ids, 0)
+        x = self._embed(decoder_token_ids, self.target_embedding, self.target_positions, self.target_dropout)
+        for block in self.decoder_blocks:
+            x = block(x, u, decoder_padding_mask=padding_mask, encoder_padding_mask=encoder_padding_mask)
+        return self._logits(x)
+
+    def initial_cache(self, u, max_length):
+        """The decoding state for `decode_step`: empty self-attention caches of `max_length` positions, and the
+        encoder keys and values of every decoder block, computed once from U."""
+        batch = ops.shape(u)[0]
+
+        def empty(attention):
+            shape = (batch, max_length, attention.num_heads, attention.key_dim)
+            return ops.zeros(shape, dtype=self.compute_dtype)
+
+        return {
+            "self": [(empty(b.self_attention), empty(b.self_attention)) for b in self.decoder_blocks],
+            "cross": [b.cross_attention.key_value(ops.cast(u, self.compute_dtype)) for b in self.decoder_blocks],
+        }
+
+    def decode_step(self, decoder_token_ids, index, cache, encoder_padding_mask):
+        """Logits for the decoder positions index .. index + t - 1 given the cache of all earlier positions.
+
+        Args:
+            decoder_token_ids: int tensor (batch, t), usually t = 1: the newest tokens.
+            index: int scalar tensor: the position of `decoder_token_ids[:, 0]`.
+            cache: the state from `initial_cache` or the previous step.
+            encoder_padding_mask: bool tensor (batch, m), from `encode`.
+
+        Returns:
+            (float32 logits (batch, t, vocabulary), the updated cache). The logits equal those of `decode` on the
+            whole prefix at these positions.
+        """
+        x = self._embed(
+            decoder_token_ids, self.target_embedding, self.target_positions, self.target_dropout, start_index=index
+        )
+        caches = []
+        for block, block_cache, cross_key_value in zip(self.decoder_blocks, cache["self"], cache["cross"]):
+            x, block_cache = block.decode_step(x, index, block_cache, cross_key_value, encoder_padding_mask)
+            caches.append(block_cache)
+        return self._logits(x), {"self": caches, "cross": cache["cross"]}
 
     def get_config(self):
         return {

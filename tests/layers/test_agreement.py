@@ -5,7 +5,7 @@ from its initial value (so a bias, a LayerNorm gamma or a swapped kernel that is
 copies the weights across with an explicit sublayer-to-sublayer mapping, and compares outputs in float32.
 
 Padding is only ever at the end of a sequence and every sequence has at least one real token: on a query whose keys
-are all masked the implementations differ by design (Keras gives zero weights, kzoo uniform ones).
+are all masked the implementations differ by design (Keras gives zero weights, kzoo finite weights summing to one).
 """
 
 import keras
