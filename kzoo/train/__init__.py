@@ -1,3 +1,5 @@
-"""Training helpers around Keras `fit`: the distribution strategy for the machine."""
+"""Training helpers around Keras `fit`: strategy, losses, metrics and schedules."""
 
 from kzoo.train.distribution import strategy
+from kzoo.train.losses import MaskedAccuracy, MaskedCrossEntropy
+from kzoo.train.schedules import TransformerSchedule

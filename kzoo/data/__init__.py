@@ -1,0 +1,3 @@
+"""Readers for the shipped corpora and for a user's own files."""
+
+from kzoo.data.parallel_text import multi30k, read_lines, read_parallel

@@ -1,0 +1,63 @@
+"""Parallel text: aligned source and target files, one sentence per line, plain or gzip."""
+
+import gzip
+import hashlib
+import pathlib
+
+# The repo ships Multi30k Task 1 (see data/multi30k/SOURCE.md); sha256 of each shipped file.
+MULTI30K_DIR = pathlib.Path(__file__).resolve().parents[2] / "data" / "multi30k"
+MULTI30K_SPLITS = ("train", "val", "test_2016_flickr")
+MULTI30K_SHA256 = {
+    "train.en.gz": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
+    "train.de.gz": "726e39b2fa9eb9ffb6dc763fb35a179f80fae06ffc5d28b6ace5faa883de28a6",
+    "val.en.gz": "14f7d25ddd868909a9213e361768460edcacdd6ab9d1e77b92560dc10c10dc28",
+    "val.de.gz": "f0cba2f995189cf5770f29a8a9a537a3ad3f51657ad873405082ff6863a5e75a",
+    "test_2016_flickr.en.gz": "611d361c6334bc7246101d48097c13cf5c4413c5befc793cc629934359d532d9",
+    "test_2016_flickr.de.gz": "9204244e408ccb38d2a55cfcd344df15005fc42a07a6e55ca6c52b6ababb8cc8",
+}
+
+
+def read_lines(path):
+    """The lines of a UTF-8 text file (gzip if the name ends in .gz), without their line endings."""
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} does not exist: pass the path of a UTF-8 text file, one sentence per line.")
+    opener = gzip.open if path.suffix == ".gz" else open
+    with opener(path, "rt", encoding="utf-8", newline="\n") as handle:
+        return [line.rstrip("\r\n") for line in handle]
+
+
+def read_parallel(source_path, target_path):
+    """Aligned (source, target) sentence lists from two files; they must have the same number of lines."""
+    sources, targets = read_lines(source_path), read_lines(target_path)
+    if len(sources) != len(targets):
+        raise ValueError(
+            f"{source_path} has {len(sources)} lines but {target_path} has {len(targets)}: parallel files must align "
+            "line by line."
+        )
+    return sources, targets
+
+
+def multi30k_files(split, data_dir=None, source="en", target="de"):
+    """The (source, target) file paths of a Multi30k split, checked against their published sha256."""
+    if split not in MULTI30K_SPLITS:
+        raise ValueError(f"split={split!r} is not a Multi30k split; use one of {MULTI30K_SPLITS}.")
+    data_dir = pathlib.Path(data_dir or MULTI30K_DIR)
+    paths = []
+    for language in (source, target):
+        path = data_dir / f"{split}.{language}.gz"
+        if not path.is_file():
+            raise FileNotFoundError(
+                f"{path} is missing: put the Multi30k Task 1 raw files (multi30k/dataset, data/task1/raw) in "
+                f"{data_dir}, or pass data_dir=."
+            )
+        expected = MULTI30K_SHA256.get(path.name)
+        if expected and hashlib.sha256(path.read_bytes()).hexdigest() != expected:
+            raise ValueError(f"{path} does not have the sha256 of the published file ({expected}); fetch it again.")
+        paths.append(path)
+    return tuple(paths)
+
+
+def multi30k(split, data_dir=None, source="en", target="de"):
+    """Multi30k Task 1 sentence pairs of one split, as (source sentences, target sentences)."""
+    return read_parallel(*multi30k_files(split, data_dir, source, target))
