@@ -39,7 +39,20 @@ class SubwordTokenizer(tf.Module):
         super().__init__(name=name)
         self.model_proto = bytes(model_proto)
         self._tokenizer = tf_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32)
-        self.vocabulary_size = int(self._tokenizer.vocab_size())
+        self.vocabulary_size = int(self._run(lambda tokenizer: tokenizer.vocab_size()))
+
+    def _run(self, fn):
+        # tf-text's SentencePiece model is a kernel-owned resource (its TODO b/318839908): in eager mode anything
+        # that clears TensorFlow's kernel cache, such as tf.random.set_seed or keras.utils.set_random_seed, deletes
+        # it, and the next op fails with NotFoundError. Recreate it from the proto then. Graphs and SavedModels own
+        # their resource and are not affected.
+        try:
+            return fn(self._tokenizer)
+        except tf.errors.NotFoundError:
+            if not tf.executing_eagerly():
+                raise
+            self._tokenizer = tf_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32)
+            return fn(self._tokenizer)
 
     @classmethod
     def train(cls, sentences, vocabulary_size=8000, model_type="bpe", character_coverage=1.0):
@@ -83,7 +96,7 @@ class SubwordTokenizer(tf.Module):
 
     def tokenize(self, texts):
         """Strings (batch,) to a RaggedTensor of ids (batch, None), without start or end ids."""
-        return self._tokenizer.tokenize(texts)
+        return self._run(lambda tokenizer: tokenizer.tokenize(texts))
 
     def detokenize(self, ids):
         """Ids (batch, length), dense or ragged, to strings (batch,).
@@ -96,4 +109,5 @@ class SubwordTokenizer(tf.Module):
         ids = tf.convert_to_tensor(ids, tf.int32)
         ended = tf.cumsum(tf.cast(tf.equal(ids, END), tf.int32), axis=-1) > 0
         keep = tf.logical_not(ended) & tf.not_equal(ids, PAD) & tf.not_equal(ids, START)
-        return self._tokenizer.detokenize(tf.ragged.boolean_mask(ids, keep))
+        kept = tf.ragged.boolean_mask(ids, keep)
+        return self._run(lambda tokenizer: tokenizer.detokenize(kept))

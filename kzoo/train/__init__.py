@@ -3,3 +3,5 @@
 from kzoo.train.distribution import strategy
 from kzoo.train.losses import MaskedAccuracy, MaskedCrossEntropy
 from kzoo.train.schedules import TransformerSchedule
+from kzoo.train.callbacks import TimeBudget, average_weights
+from kzoo.train.quality import translation_scores

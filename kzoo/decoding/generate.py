@@ -1,0 +1,66 @@
+"""Token-by-token decoding with a key/value cache: greedy or sampled."""
+
+import tensorflow as tf
+
+from kzoo.decoding.samplers import greedy
+from kzoo.text import END, PAD, START
+
+
+def generate(model, encoder_token_ids, max_length, pick=None):
+    """Decode a batch with a `Transformer`, one token per step, reusing a key/value cache.
+
+    The encoder runs once; every decoder block's keys and values over the encoder output are computed once per
+    sentence; each step feeds only the newest token and extends the self-attention cache. A sentence stops at its
+    first end token (the rest of its row is padding); the loop stops when every sentence has.
+
+    Args:
+        model: a `kzoo.models.Transformer`.
+        encoder_token_ids: int tensor (batch, m), 0 for padding.
+        max_length: int or int scalar tensor. The most tokens to generate.
+        pick: a function (logits (batch, vocabulary), step) -> ids (batch,), from `kzoo.decoding.samplers`.
+            Defaults to greedy.
+
+    Returns:
+        int32 tensor (batch, max_length): generated ids, without the start token, padded with 0.
+    """
+    pick = pick or greedy()
+    encoder_token_ids = tf.convert_to_tensor(encoder_token_ids, tf.int32)
+    batch = tf.shape(encoder_token_ids)[0]
+    u, encoder_padding_mask = model.encode(encoder_token_ids)
+    cache = model.initial_cache(u, max_length)
+
+    def step(i, token, finished, cache, output):
+        logits, cache = model.decode_step(token[:, None], i, cache, encoder_padding_mask)
+        token = tf.where(finished, PAD, pick(logits[:, 0], i))
+        return i + 1, token, finished | tf.equal(token, END), cache, output.write(i, token)
+
+    _, _, _, _, output = tf.while_loop(
+        lambda i, token, finished, cache, output: (i < max_length) & ~tf.reduce_all(finished),
+        step,
+        (
+            tf.constant(0),
+            tf.fill([batch], START),
+            tf.zeros([batch], tf.bool),
+            cache,
+            tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[None]),
+        ),
+    )
+    tokens = tf.transpose(output.stack())  # (batch, steps taken)
+    return tf.pad(tokens, [[0, 0], [0, max_length - tf.shape(tokens)[1]]])
+
+
+def greedy_reference(model, encoder_token_ids, max_length):
+    """Greedy decoding the slow, obvious way: rerun the whole decoder on the whole prefix for every token.
+
+    No cache; used to check that `generate` is exact.
+    """
+    encoder_token_ids = tf.convert_to_tensor(encoder_token_ids, tf.int32)
+    batch = encoder_token_ids.shape[0]
+    prefix = tf.fill([batch, 1], START)
+    finished = tf.zeros([batch], tf.bool)
+    for _ in range(max_length):
+        logits = model({"encoder_token_ids": encoder_token_ids, "decoder_token_ids": prefix}, training=False)
+        token = tf.where(finished, PAD, tf.argmax(logits[:, -1], axis=-1, output_type=tf.int32))
+        finished |= tf.equal(token, END)
+        prefix = tf.concat([prefix, token[:, None]], axis=1)
+    return prefix[:, 1:]

@@ -1,0 +1,13 @@
+"""Translation quality with sacrebleu: BLEU (13a tokenization, cased) and chrF on detokenized text."""
+
+import sacrebleu
+
+
+def translation_scores(hypotheses, references):
+    """{"bleu": float, "chrf": float, "bleu_signature": str} for aligned lists of strings."""
+    if len(hypotheses) != len(references):
+        raise ValueError(f"{len(hypotheses)} hypotheses but {len(references)} references: they must align.")
+    bleu = sacrebleu.metrics.BLEU()
+    result = bleu.corpus_score(hypotheses, [references])
+    chrf = sacrebleu.metrics.CHRF().corpus_score(hypotheses, [references])
+    return {"bleu": round(result.score, 2), "chrf": round(chrf.score, 2), "bleu_signature": str(bleu.get_signature())}

@@ -1,0 +1,123 @@
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kzoo.decoding import beam_search, generate, greedy_reference, sampler
+from kzoo.models import Transformer
+from kzoo.text import END
+
+
+@pytest.fixture(scope="module")
+def model():
+    keras.utils.set_random_seed(7)
+    model = Transformer(
+        source_vocabulary_size=40, num_encoder_layers=2, num_decoder_layers=2, hidden_dim=32, num_heads=4,
+        intermediate_dim=64, dropout=0.0,
+    )
+    return model
+
+
+SOURCE = np.array([[5, 6, 7, 8, 2, 0, 0], [9, 10, 11, 12, 13, 14, 2], [15, 2, 0, 0, 0, 0, 0]], dtype="int32")
+
+
+@pytest.mark.parametrize("options", [{}, {"normalize_first": True, "position_encoding": "learned"}])
+def test_cached_decode_step_equals_the_full_decoder(options):
+    keras.utils.set_random_seed(3)
+    model = Transformer(40, 30, 2, 2, 16, 2, 32, max_sequence_length=16, **options)
+    decoder_ids = np.array([[1, 20, 21, 22, 23], [1, 22, 23, 24, 25], [1, 3, 4, 0, 0]], dtype="int32")
+    full = model({"encoder_token_ids": SOURCE, "decoder_token_ids": decoder_ids}).numpy()
+    u, mask = model.encode(SOURCE)
+    cache = model.initial_cache(u, 8)
+    one_at_a_time = []
+    for i in range(5):
+        logits, cache = model.decode_step(decoder_ids[:, i : i + 1], i, cache, mask)
+        one_at_a_time.append(logits.numpy())
+    np.testing.assert_allclose(np.concatenate(one_at_a_time, axis=1)[:2], full[:2], atol=1e-5)
+    np.testing.assert_allclose(np.concatenate(one_at_a_time, axis=1)[2, :3], full[2, :3], atol=1e-5)
+    cache = model.initial_cache(u, 8)
+    first, cache = model.decode_step(decoder_ids[:, :3], 0, cache, mask)
+    rest, _ = model.decode_step(decoder_ids[:, 3:], 3, cache, mask)
+    np.testing.assert_allclose(np.concatenate([first, rest], axis=1)[:2], full[:2], atol=1e-5)
+
+
+def test_greedy_with_cache_gives_exactly_the_uncached_tokens(model):
+    reference = greedy_reference(model, SOURCE, 10).numpy()
+    cached = tf.function(lambda ids: generate(model, ids, 10))(SOURCE).numpy()
+    np.testing.assert_array_equal(cached, reference)
+
+
+class ScriptedModel:
+    """Stands in for a Transformer: at step i, row r puts all probability on SCRIPT[r, i]."""
+
+    SCRIPT = tf.constant([[7, 8, END, 9, 9, 9], [7, END, 9, 9, 9, 9], [5, 6, 7, 8, 9, 5]])
+    target_vocabulary_size = 12
+
+    def encode(self, ids):
+        return tf.zeros([tf.shape(ids)[0], 1, 4]), tf.ones([tf.shape(ids)[0], 1], tf.bool)
+
+    def initial_cache(self, u, max_length):
+        return {"self": [], "cross": []}
+
+    def decode_step(self, token_ids, index, cache, mask):
+        rows = tf.shape(token_ids)[0]
+        script = tf.repeat(self.SCRIPT, rows // 3, axis=0)
+        return 10.0 * tf.one_hot(script[:, index], self.target_vocabulary_size)[:, None], cache
+
+
+def test_generation_stops_each_sentence_at_its_end_token():
+    tokens = generate(ScriptedModel(), np.ones((3, 2), "int32"), 6).numpy()
+    np.testing.assert_array_equal(tokens, [[7, 8, END, 0, 0, 0], [7, END, 0, 0, 0, 0], [5, 6, 7, 8, 9, 5]])
+
+
+def test_beam_search_returns_finished_hypotheses_with_their_end_token():
+    tokens = beam_search(ScriptedModel(), np.ones((3, 2), "int32"), 6, beam_size=3).numpy()
+    np.testing.assert_array_equal(tokens, [[7, 8, END, 0, 0, 0], [7, END, 0, 0, 0, 0], [5, 6, 7, 8, 9, 5]])
+
+
+def test_beam_of_one_without_penalty_is_greedy(model):
+    greedy_tokens = generate(model, SOURCE, 10).numpy()
+    beam_tokens = beam_search(model, SOURCE, 10, beam_size=1, length_penalty=0.0).numpy()
+    np.testing.assert_array_equal(beam_tokens, greedy_tokens)
+
+
+def sequence_log_prob(model, source, tokens):
+    """log p(tokens | source) under the model, up to and including the first end token."""
+    length = int(np.flatnonzero(tokens == END)[0]) + 1 if END in tokens else len(tokens)
+    decoder = np.concatenate([[1], tokens[: length - 1]])[None].astype("int32")
+    logits = model({"encoder_token_ids": source[None], "decoder_token_ids": decoder}).numpy()[0]
+    log_probs = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) - logits.max(
+        -1, keepdims=True
+    )
+    return sum(log_probs[i, tokens[i]] for i in range(length))
+
+
+def test_beam_search_finds_at_least_as_likely_a_sequence_as_greedy(model):
+    greedy_tokens = generate(model, SOURCE, 10).numpy()
+    beam_tokens = beam_search(model, SOURCE, 10, beam_size=4, length_penalty=0.0).numpy()
+    for source, g, b in zip(SOURCE, greedy_tokens, beam_tokens):
+        if END in g and END in b:
+            assert sequence_log_prob(model, source, b) >= sequence_log_prob(model, source, g) - 1e-4
+
+
+def test_sampling_is_reproducible_and_respects_top_k(model):
+    first = generate(model, SOURCE, 8, sampler(top_k=3, seed=5)).numpy()
+    again = generate(model, SOURCE, 8, sampler(top_k=3, seed=5)).numpy()
+    np.testing.assert_array_equal(first, again)
+    # With top_k=1 sampling is greedy.
+    np.testing.assert_array_equal(generate(model, SOURCE, 8, sampler(top_k=1, seed=9)).numpy(),
+                                  generate(model, SOURCE, 8).numpy())
+
+
+def test_top_p_keeps_the_smallest_set_reaching_p():
+    logits = tf.math.log(tf.constant([[0.5, 0.3, 0.15, 0.05]]))
+    pick = sampler(top_p=0.7, seed=1)
+    seen = {int(pick(logits, step)[0]) for step in range(200)}
+    assert seen == {0, 1}
+
+
+@pytest.mark.parametrize("kwargs", [{"temperature": 0}, {"top_k": 0}, {"top_p": 1.5}])
+def test_sampler_rejects_bad_arguments(kwargs):
+    name, value = next(iter(kwargs.items()))
+    with pytest.raises(ValueError, match=f"{name}={value}"):
+        sampler(**kwargs)
