@@ -57,8 +57,8 @@ class Translator(tf.Module):
         """Strings (batch,) to translated strings (batch,), as TensorFlow ops."""
         texts = tf.ensure_shape(tf.convert_to_tensor(texts, tf.string), [None])
         encoder_token_ids = self.source_ids(texts)
-        source_length = tf.cast(tf.shape(encoder_token_ids)[1], tf.float32)
-        max_length = tf.cast(self.max_output_factor * source_length, tf.int32) + 10
+        source_lengths = tf.reduce_sum(tf.cast(tf.not_equal(encoder_token_ids, PAD), tf.float32), axis=1)
+        max_length = tf.cast(self.max_output_factor * source_lengths, tf.int32) + 10  # one limit per sentence
         if self.method == "beam":
             ids = beam_search(self.model, encoder_token_ids, max_length, self.beam_size, self.length_penalty)
         else:

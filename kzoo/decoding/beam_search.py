@@ -2,6 +2,7 @@
 
 import tensorflow as tf
 
+from kzoo.decoding.length_limit import force_end, row_limits
 from kzoo.text import END, START
 
 NEG_INF = -1e9
@@ -13,30 +14,32 @@ def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalt
     Each step extends every alive hypothesis by every token and keeps the 2·beam_size best extensions. Those that end
     with the end token join the finished set, scored by log p / lp(length) with the GNMT length penalty
     lp(n) = ((5 + n) / 6)^length_penalty (Wu et al. 2016), so short outputs are not favoured just for being short;
-    the others stay alive, at most beam_size of them. A finished hypothesis stops growing. Search stops at
-    `max_length` (where the best alive hypothesis competes as if it ended there) or once no alive hypothesis can
-    still beat the worst finished one. Encoder keys and values are
+    the others stay alive, at most beam_size of them. A finished hypothesis stops growing. A sentence's hypotheses
+    must end at its length limit; search stops when every sentence has reached it or no alive hypothesis can still
+    beat its worst finished one. Encoder keys and values are
     computed once per sentence; the decoder self-attention cache follows its hypotheses.
 
     Args:
         model: a `kzoo.models.Transformer`.
         encoder_token_ids: int tensor (batch, m), 0 for padding.
-        max_length: int or int scalar tensor. The most tokens to generate.
+        max_length: int, or int tensor (batch,) of per-sentence limits: the most tokens to generate, the end token
+            included.
         beam_size: int. Hypotheses kept per sentence. Defaults to 4.
         length_penalty: float. α of the length penalty; 0 scores by plain log-probability. Defaults to 0.6.
 
     Returns:
-        int32 tensor (batch, max_length): the best hypothesis of each sentence, end token included, 0-padded.
+        int32 tensor (batch, the largest limit): the best hypothesis of each sentence, end token included, 0-padded.
     """
     if beam_size < 1:
         raise ValueError(f"beam_size={beam_size} must be at least 1.")
     encoder_token_ids = tf.convert_to_tensor(encoder_token_ids, tf.int32)
     batch = tf.shape(encoder_token_ids)[0]
+    limits, max_length = row_limits(max_length, batch)
+    beam_limits = tf.repeat(limits, beam_size)
     vocabulary = model.target_vocabulary_size
     u, encoder_padding_mask = model.encode(encoder_token_ids)
     encoder_padding_mask = tf.repeat(encoder_padding_mask, beam_size, axis=0)  # (batch·beam, m)
     cache = model.initial_cache(tf.repeat(u, beam_size, axis=0), max_length)
-    max_length_float = tf.cast(max_length, tf.float32)
 
     def penalty(length):
         return ((5.0 + tf.cast(length, tf.float32)) / 6.0) ** length_penalty
@@ -46,7 +49,8 @@ def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalt
 
     def step(i, last_token, alive_seq, alive_log_probs, finished_seq, finished_scores, cache):
         logits, cache = model.decode_step(last_token[:, None], i, cache, encoder_padding_mask)
-        log_probs = tf.nn.log_softmax(tf.cast(logits[:, 0], tf.float32))  # (batch·beam, V)
+        logits = force_end(tf.cast(logits[:, 0], tf.float32), i, beam_limits)
+        log_probs = tf.nn.log_softmax(logits)  # (batch·beam, V)
         log_probs = tf.reshape(log_probs, [batch, beam_size, vocabulary]) + alive_log_probs[:, :, None]
         scores, flat_indices = tf.math.top_k(tf.reshape(log_probs, [batch, beam_size * vocabulary]), 2 * beam_size)
         origin, tokens = flat_indices // vocabulary, flat_indices % vocabulary  # (batch, 2·beam)
@@ -66,15 +70,15 @@ def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalt
         return i + 1, last_token, alive_seq, alive_log_probs, finished_seq, finished_scores, cache
 
     def searching(i, last_token, alive_seq, alive_log_probs, finished_seq, finished_scores, cache):
-        # Log-probabilities only fall as a hypothesis grows and the penalty is largest at max_length, so an alive
-        # hypothesis can at best reach alive_log_probs / penalty(max_length).
-        best_alive = alive_log_probs[:, 0] / penalty(max_length_float)
+        # Log-probabilities only fall as a hypothesis grows and the penalty is largest at the limit, so an alive
+        # hypothesis can at best reach alive_log_probs / penalty(limit).
+        best_alive = alive_log_probs[:, 0] / penalty(limits)
         settled = tf.reduce_all(finished_scores[:, -1] > best_alive)
         return (i < max_length) & ~settled
 
     empty = tf.zeros([batch, beam_size, max_length], tf.int32)
     first_beam_only = tf.concat([tf.zeros([batch, 1]), tf.fill([batch, beam_size - 1], NEG_INF)], axis=1)
-    _, _, alive_seq, alive_log_probs, finished_seq, finished_scores, _ = tf.while_loop(
+    _, _, _, _, finished_seq, _, _ = tf.while_loop(
         searching,
         step,
         (
@@ -87,6 +91,4 @@ def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalt
             cache,
         ),
     )
-    # A hypothesis still alive at max_length competes as if it ended there.
-    alive_wins = alive_log_probs[:, 0] / penalty(max_length_float) > finished_scores[:, 0]
-    return tf.where(alive_wins[:, None], alive_seq[:, 0], finished_seq[:, 0])
+    return finished_seq[:, 0]  # every sentence has finished hypotheses: they must end at their limit

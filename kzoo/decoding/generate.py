@@ -2,6 +2,7 @@
 
 import tensorflow as tf
 
+from kzoo.decoding.length_limit import force_end, row_limits
 from kzoo.decoding.samplers import greedy
 from kzoo.text import END, PAD, START
 
@@ -16,22 +17,24 @@ def generate(model, encoder_token_ids, max_length, pick=None):
     Args:
         model: a `kzoo.models.Transformer`.
         encoder_token_ids: int tensor (batch, m), 0 for padding.
-        max_length: int or int scalar tensor. The most tokens to generate.
+        max_length: int, or int tensor (batch,) of per-sentence limits: the most tokens to generate, the end token
+            included. A sentence that reaches its limit ends there.
         pick: a function (logits (batch, vocabulary), step) -> ids (batch,), from `kzoo.decoding.samplers`.
             Defaults to greedy.
 
     Returns:
-        int32 tensor (batch, max_length): generated ids, without the start token, padded with 0.
+        int32 tensor (batch, the largest limit): generated ids, without the start token, padded with 0.
     """
     pick = pick or greedy()
     encoder_token_ids = tf.convert_to_tensor(encoder_token_ids, tf.int32)
     batch = tf.shape(encoder_token_ids)[0]
+    limits, max_length = row_limits(max_length, batch)
     u, encoder_padding_mask = model.encode(encoder_token_ids)
     cache = model.initial_cache(u, max_length)
 
     def step(i, token, finished, cache, output):
         logits, cache = model.decode_step(token[:, None], i, cache, encoder_padding_mask)
-        token = tf.where(finished, PAD, pick(logits[:, 0], i))
+        token = tf.where(finished, PAD, pick(force_end(logits[:, 0], i, limits), i))
         return i + 1, token, finished | tf.equal(token, END), cache, output.write(i, token)
 
     _, _, _, _, output = tf.while_loop(
@@ -52,15 +55,17 @@ def generate(model, encoder_token_ids, max_length, pick=None):
 def greedy_reference(model, encoder_token_ids, max_length):
     """Greedy decoding the slow, obvious way: rerun the whole decoder on the whole prefix for every token.
 
-    No cache; used to check that `generate` is exact.
+    No cache; used to check that `generate` is exact. Like `generate`, a sentence ends at `max_length` at the latest.
     """
     encoder_token_ids = tf.convert_to_tensor(encoder_token_ids, tf.int32)
     batch = encoder_token_ids.shape[0]
     prefix = tf.fill([batch, 1], START)
     finished = tf.zeros([batch], tf.bool)
-    for _ in range(max_length):
+    limits = tf.fill([batch], max_length)
+    for i in range(max_length):
         logits = model({"encoder_token_ids": encoder_token_ids, "decoder_token_ids": prefix}, training=False)
-        token = tf.where(finished, PAD, tf.argmax(logits[:, -1], axis=-1, output_type=tf.int32))
+        logits = force_end(logits[:, -1], i, limits)
+        token = tf.where(finished, PAD, tf.argmax(logits, axis=-1, output_type=tf.int32))
         finished |= tf.equal(token, END)
         prefix = tf.concat([prefix, token[:, None]], axis=1)
     return prefix[:, 1:]

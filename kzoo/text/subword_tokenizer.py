@@ -1,3 +1,4 @@
+import hashlib
 import io
 import os
 import pathlib
@@ -5,8 +6,28 @@ import tempfile
 
 import tensorflow as tf
 import tensorflow_text as tf_text
+from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer
 
 PAD, START, END, UNKNOWN = 0, 1, 2, 3
+
+
+class _SharedSentencepieceModel(tf.saved_model.experimental.TrackableResource):
+    """tf-text's SentencePiece model resource, created under a name derived from the model's content.
+
+    tf-text creates the resource private to its op kernel (its TODO b/318839908), so in eager mode anything that
+    clears TensorFlow's kernel cache, such as `tf.random.set_seed` or `keras.utils.set_random_seed`, deletes it and
+    every later tokenize, in Python or in a traced function, fails with NotFoundError. A `shared_name` makes the
+    resource outlive the kernel; deriving the name from the model's sha256 means only identical models share one.
+    """
+
+    def __init__(self, model_proto):
+        super().__init__()
+        self._model_proto = model_proto
+        self._shared_name = "kzoo_sentencepiece_" + hashlib.sha256(model_proto).hexdigest()[:24]
+        _ = self.resource_handle  # creates the resource
+
+    def _create_resource(self):
+        return gen_sentencepiece_tokenizer.sentencepiece_op(model=self._model_proto, shared_name=self._shared_name)
 
 
 class SubwordTokenizer(tf.Module):
@@ -39,20 +60,8 @@ class SubwordTokenizer(tf.Module):
         super().__init__(name=name)
         self.model_proto = bytes(model_proto)
         self._tokenizer = tf_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32)
-        self.vocabulary_size = int(self._run(lambda tokenizer: tokenizer.vocab_size()))
-
-    def _run(self, fn):
-        # tf-text's SentencePiece model is a kernel-owned resource (its TODO b/318839908): in eager mode anything
-        # that clears TensorFlow's kernel cache, such as tf.random.set_seed or keras.utils.set_random_seed, deletes
-        # it, and the next op fails with NotFoundError. Recreate it from the proto then. Graphs and SavedModels own
-        # their resource and are not affected.
-        try:
-            return fn(self._tokenizer)
-        except tf.errors.NotFoundError:
-            if not tf.executing_eagerly():
-                raise
-            self._tokenizer = tf_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32)
-            return fn(self._tokenizer)
+        self._tokenizer._model_resource = _SharedSentencepieceModel(self.model_proto)
+        self.vocabulary_size = int(self._tokenizer.vocab_size())
 
     @classmethod
     def train(cls, sentences, vocabulary_size=8000, model_type="bpe", character_coverage=1.0):
@@ -96,7 +105,7 @@ class SubwordTokenizer(tf.Module):
 
     def tokenize(self, texts):
         """Strings (batch,) to a RaggedTensor of ids (batch, None), without start or end ids."""
-        return self._run(lambda tokenizer: tokenizer.tokenize(texts))
+        return self._tokenizer.tokenize(texts)
 
     def detokenize(self, ids):
         """Ids (batch, length), dense or ragged, to strings (batch,).
@@ -109,5 +118,4 @@ class SubwordTokenizer(tf.Module):
         ids = tf.convert_to_tensor(ids, tf.int32)
         ended = tf.cumsum(tf.cast(tf.equal(ids, END), tf.int32), axis=-1) > 0
         keep = tf.logical_not(ended) & tf.not_equal(ids, PAD) & tf.not_equal(ids, START)
-        kept = tf.ragged.boolean_mask(ids, keep)
-        return self._run(lambda tokenizer: tokenizer.detokenize(kept))
+        return self._tokenizer.detokenize(tf.ragged.boolean_mask(ids, keep))

@@ -67,12 +67,22 @@ class ScriptedModel:
 
 def test_generation_stops_each_sentence_at_its_end_token():
     tokens = generate(ScriptedModel(), np.ones((3, 2), "int32"), 6).numpy()
-    np.testing.assert_array_equal(tokens, [[7, 8, END, 0, 0, 0], [7, END, 0, 0, 0, 0], [5, 6, 7, 8, 9, 5]])
+    np.testing.assert_array_equal(tokens, [[7, 8, END, 0, 0, 0], [7, END, 0, 0, 0, 0], [5, 6, 7, 8, 9, END]])
+
+
+def test_each_sentence_ends_at_its_own_limit():
+    tokens = generate(ScriptedModel(), np.ones((3, 2), "int32"), np.array([6, 6, 3])).numpy()
+    np.testing.assert_array_equal(tokens, [[7, 8, END, 0, 0, 0], [7, END, 0, 0, 0, 0], [5, 6, END, 0, 0, 0]])
 
 
 def test_beam_search_returns_finished_hypotheses_with_their_end_token():
     tokens = beam_search(ScriptedModel(), np.ones((3, 2), "int32"), 6, beam_size=3).numpy()
-    np.testing.assert_array_equal(tokens, [[7, 8, END, 0, 0, 0], [7, END, 0, 0, 0, 0], [5, 6, 7, 8, 9, 5]])
+    np.testing.assert_array_equal(tokens, [[7, 8, END, 0, 0, 0], [7, END, 0, 0, 0, 0], [5, 6, 7, 8, 9, END]])
+
+
+def test_each_sentence_ends_at_its_own_limit():
+    tokens = generate(ScriptedModel(), np.ones((3, 2), "int32"), np.array([6, 6, 3])).numpy()
+    np.testing.assert_array_equal(tokens, [[7, 8, END, 0, 0, 0], [7, END, 0, 0, 0, 0], [5, 6, END, 0, 0, 0]])
 
 
 def test_beam_of_one_without_penalty_is_greedy(model):
@@ -82,14 +92,15 @@ def test_beam_of_one_without_penalty_is_greedy(model):
 
 
 def sequence_log_prob(model, source, tokens):
-    """log p(tokens | source) under the model, up to and including the first end token."""
+    """log p(tokens | source) up to and including the first end token; an end forced at the limit counts 0."""
     length = int(np.flatnonzero(tokens == END)[0]) + 1 if END in tokens else len(tokens)
+    scored = length - 1 if length == len(tokens) else length
     decoder = np.concatenate([[1], tokens[: length - 1]])[None].astype("int32")
     logits = model({"encoder_token_ids": source[None], "decoder_token_ids": decoder}).numpy()[0]
     log_probs = logits - np.log(np.exp(logits - logits.max(-1, keepdims=True)).sum(-1, keepdims=True)) - logits.max(
         -1, keepdims=True
     )
-    return sum(log_probs[i, tokens[i]] for i in range(length))
+    return sum(log_probs[i, tokens[i]] for i in range(scored))
 
 
 def test_beam_search_finds_at_least_as_likely_a_sequence_as_greedy(model):

@@ -1,0 +1,94 @@
+import json
+import os
+import subprocess
+import sys
+
+import keras
+import pytest
+import tensorflow as tf
+
+from kzoo.data import multi30k
+from kzoo.export import export_translator, new_version, next_version
+from kzoo.models import Transformer
+from kzoo.text import SubwordTokenizer
+from kzoo.translator import Translator
+
+SENTENCES = [
+    "A man in a blue shirt is standing on a ladder.",
+    "",
+    "Two dogs play in the snow " * 40,
+    "Ünïcödé ☃ 日本語 😀 \u200b\t!",
+]
+
+LOAD_AND_TRANSLATE = """
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # registers the tf-text ops the graph uses, as TF Serving links them in
+loaded = tf.saved_model.load(sys.argv[1])
+serve = loaded.signatures["serving_default"]
+texts = json.loads(sys.argv[2])
+out = serve(text=tf.constant(texts, tf.string))["translation"]
+empty = serve(text=tf.constant([], tf.string))["translation"]
+print(json.dumps({
+    "translations": [t.decode("utf-8") for t in out.numpy()],
+    "empty_shape": empty.shape.as_list(),
+    "inputs": {k: [v.dtype.name, v.shape.as_list()] for k, v in serve.structured_input_signature[1].items()},
+    "outputs": {k: [v.dtype.name, v.shape.as_list()] for k, v in serve.structured_outputs.items()},
+    "kzoo_imported": "kzoo" in sys.modules,
+}))
+"""
+
+
+@pytest.fixture(scope="module")
+def translator():
+    english, german = multi30k("val")
+    tokenizer = SubwordTokenizer.train(english + german, vocabulary_size=600)
+    keras.utils.set_random_seed(11)
+    model = Transformer(tokenizer.vocabulary_size, num_encoder_layers=1, num_decoder_layers=1, hidden_dim=32,
+                        num_heads=2, intermediate_dim=64, share_embeddings=True)
+    return Translator(model, tokenizer, method="beam", beam_size=3, max_source_length=24)
+
+
+def test_exported_model_runs_in_a_fresh_process_without_kzoo(tmp_path, translator):
+    path = export_translator(translator, tmp_path / "translator")
+    assert path.endswith("/1") and sorted(os.listdir(tmp_path / "translator")) == ["1"]
+    result = subprocess.run([sys.executable, "-c", LOAD_AND_TRANSLATE, path, json.dumps(SENTENCES)],
+                            capture_output=True, text=True, timeout=300, check=True)
+    served = json.loads(result.stdout.strip().splitlines()[-1])
+    assert served["translations"] == translator(SENTENCES)
+    assert served["empty_shape"] == [0]
+    assert served["inputs"] == {"text": ["string", [None]]}
+    assert served["outputs"] == {"translation": ["string", [None]]}
+    assert not served["kzoo_imported"]
+
+
+def test_graph_has_no_python_ops(tmp_path, translator):
+    path = export_translator(translator, tmp_path / "translator")
+    loaded = tf.saved_model.load(path)
+    graph = loaded.signatures["serving_default"].graph.as_graph_def()
+    ops = {node.op for node in graph.node}
+    for function in graph.library.function:
+        ops |= {node.op for node in function.node_def}
+    assert "SentencepieceTokenizeOp" in ops and "While" in ops or "StatelessWhile" in ops
+    assert not ops & {"PyFunc", "EagerPyFunc", "PyFuncStateless"}
+
+
+def test_odd_inputs_give_strings_and_batching_does_not_change_translations(translator):
+    batched = translator(SENTENCES)
+    assert all(isinstance(t, str) for t in batched)
+    assert batched == [translator([s])[0] for s in SENTENCES]
+    assert translator([]) == []
+
+
+def test_versions_are_written_whole_and_never_overwritten(tmp_path):
+    with new_version(tmp_path, 1) as staging:
+        (staging / "saved_model.pb").write_text("x")
+    assert sorted(os.listdir(tmp_path)) == ["1"]
+    with pytest.raises(FileExistsError, match="pass version=2"):
+        with new_version(tmp_path, 1):
+            pass
+    with pytest.raises(RuntimeError):
+        with new_version(tmp_path, 2) as staging:
+            (staging / "half").write_text("x")
+            raise RuntimeError("export failed half way")
+    assert sorted(os.listdir(tmp_path)) == ["1"] and next_version(tmp_path) == 2
