@@ -194,6 +194,23 @@ class Transformer(keras.Model):
             x = block(x, u, decoder_padding_mask=padding_mask, encoder_padding_mask=encoder_padding_mask)
         return self._logits(x)
 
+    def attention_weights(self, encoder_token_ids, decoder_token_ids):
+        """The attention weights of every decoder block, for drawing: a list of (self, cross) pairs, shaped
+        (batch, heads, t, t) and (batch, heads, t, m)."""
+        u, encoder_padding_mask = self.encode(encoder_token_ids)
+        x = self._embed(decoder_token_ids, self.target_embedding, self.target_positions, self.target_dropout)
+        weights = []
+        for block in self.decoder_blocks:
+            x, self_weights, cross_weights = block(
+                x,
+                u,
+                decoder_padding_mask=ops.not_equal(decoder_token_ids, 0),
+                encoder_padding_mask=encoder_padding_mask,
+                return_attention_scores=True,
+            )
+            weights.append((self_weights, cross_weights))
+        return weights
+
     def initial_cache(self, u, max_length):
         """The decoding state for `decode_step`: empty self-attention caches of `max_length` positions, and the
         encoder keys and values of every decoder block, computed once from U."""

@@ -103,6 +103,10 @@ class SubwordTokenizer(tf.Module):
             out.write(self.model_proto)
         os.replace(temporary, path)
 
+    def pieces(self, ids):
+        """The subword strings of a list of ids, for display (word starts are marked with ▁)."""
+        return [p.decode("utf-8") for p in self._tokenizer.id_to_string(tf.constant(ids, tf.int32)).numpy()]
+
     def tokenize(self, texts):
         """Strings (batch,) to a RaggedTensor of ids (batch, None), without start or end ids."""
         return self._tokenizer.tokenize(texts)

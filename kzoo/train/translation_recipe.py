@@ -84,7 +84,7 @@ def score(translator, sources, references, batch_size=64):
     return scores, hypotheses
 
 
-def train(config, output_dir, train_pairs, val_pairs, test_pairs=None, verbose=1):
+def train(config, output_dir, train_pairs, val_pairs, test_pairs=None, verbose=1, methods=("greedy", "beam")):
     """Run the whole recipe; returns the scores dict that is also written to output_dir/scores.json."""
     from kzoo.translator import Translator
 
@@ -114,6 +114,7 @@ def train(config, output_dir, train_pairs, val_pairs, test_pairs=None, verbose=1
     history = model.fit(
         train_data.repeat(),
         steps_per_epoch=steps_per_epoch,
+        shuffle=False,  # the pipeline shuffles; Keras cannot shuffle a tf.data.Dataset
         validation_data=val_data,
         epochs=config.epochs,
         verbose=verbose,
@@ -136,7 +137,7 @@ def train(config, output_dir, train_pairs, val_pairs, test_pairs=None, verbose=1
     results = {"epochs": epochs_run, "train_minutes": round(train_seconds / 60, 1),
                "val_loss": [round(v, 4) for v in history.history["val_loss"]]}
     splits = {"val": val_pairs, **({"test_2016_flickr": test_pairs} if test_pairs else {})}
-    for method in ("greedy", "beam"):
+    for method in methods:
         translator = Translator(model, tokenizer, method=method, beam_size=config.beam_size,
                                 length_penalty=config.length_penalty, max_source_length=config.max_length)
         for split, (sources, references) in splits.items():
