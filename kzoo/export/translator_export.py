@@ -25,3 +25,4 @@ def export_translator(translator, base_dir, version=None):
     with new_version(base_dir, version) as staging:
         archive.write_out(str(staging), verbose=False)
     return f"{base_dir}/{version}"
+

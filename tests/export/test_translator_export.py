@@ -92,3 +92,17 @@ def test_versions_are_written_whole_and_never_overwritten(tmp_path):
             (staging / "half").write_text("x")
             raise RuntimeError("export failed half way")
     assert sorted(os.listdir(tmp_path)) == ["1"] and next_version(tmp_path) == 2
+
+
+def test_cli_exports_a_training_run(tmp_path, translator):
+    from kzoo.export.__main__ import main
+
+    run = tmp_path / "run"
+    run.mkdir()
+    translator.model.save(run / "model.keras")
+    translator.tokenizer.save(run / "tokenizer.model")
+    (run / "config.json").write_text(json.dumps({"beam_size": 3, "length_penalty": 0.6, "max_length": 24}))
+    main(["--run", str(run), "--output", str(tmp_path / "exported")])
+    serve = tf.saved_model.load(str(tmp_path / "exported" / "1")).signatures["serving_default"]
+    served = [t.decode() for t in serve(text=tf.constant(SENTENCES[:2]))["translation"].numpy()]
+    assert served == translator(SENTENCES[:2])
