@@ -20,7 +20,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     run = pathlib.Path(args.run)
     config = json.loads((run / "config.json").read_text())
-    model = keras.saving.load_model(run / "model.keras")
+    model = keras.saving.load_model(run / "model.keras", compile=False)  # no optimizer state in the export
     tokenizer = SubwordTokenizer.load(run / "tokenizer.model")
     translator = Translator(model, tokenizer, method="beam", beam_size=config["beam_size"],
                             length_penalty=config["length_penalty"], max_source_length=config["max_length"])

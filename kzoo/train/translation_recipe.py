@@ -40,10 +40,10 @@ class TranslationConfig:
     intermediate_dim: int = 1024
     dropout: float = 0.1
     label_smoothing: float = 0.1
-    max_tokens: int = 4096
+    max_tokens: int = 2048
     max_length: int = 128
     warmup_steps: int = 1000
-    learning_rate_scale: float = 1.0
+    learning_rate_scale: float = 0.7
     epochs: int = 30
     minutes: float = 55.0
     average_last: int = 5

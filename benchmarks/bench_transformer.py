@@ -1,0 +1,430 @@
+"""Training throughput of kzoo's Transformer against keras-hub's, on one configuration, in one process.
+
+Both models are the paper's base Transformer (6+6 post-LN blocks, d_model 512, 8 heads, d_ff 2048, relu,
+dropout 0.1) with the same structure: separate source and target embeddings scaled by √d_model, sinusoidal
+positions, embedding dropout, and the output projection tied to the target embedding. Each model trains with Adam
+on one fixed in-memory batch through `train_on_batch` in graph mode (`jit_compile=False`). Per precision, the script
+times a 2048³ matmul (the peak for MFU) and the two models in turns (matmul, kzoo, keras-hub, matmul, ...) so that
+machine noise hits all of them alike, and reports medians.
+
+Usage:
+    .venv/bin/python benchmarks/bench_transformer.py --output benchmarks/RESULTS.md
+    .venv/bin/python benchmarks/bench_transformer.py --quick
+"""
+
+import argparse
+import datetime
+import math
+import os
+import platform
+import shlex
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+import keras
+import keras_hub
+import tensorflow as tf
+from keras import ops
+
+import kzoo
+from results_file import replace_section
+
+PRECISIONS = ("float32", "mixed_bfloat16")
+MATMUL_DTYPES = {"float32": "float32", "mixed_bfloat16": "bfloat16"}  # precision -> dtype of its matmuls
+MATMUL_SIZE = 2048
+MATMUL_RUNS = 7
+
+
+@dataclass(frozen=True)
+class Config:
+    vocabulary_size: int = 8192
+    num_layers: int = 6  # encoder blocks, and as many decoder blocks
+    hidden_dim: int = 512
+    num_heads: int = 8
+    intermediate_dim: int = 2048
+    dropout: float = 0.1
+    batch_size: int = 64
+    source_length: int = 32
+    target_length: int = 32
+
+    @property
+    def tokens_per_step(self):
+        """Source plus target tokens in one training batch."""
+        return self.batch_size * (self.source_length + self.target_length)
+
+
+@dataclass
+class Measurement:
+    """What one precision's run measured: each model's seconds per step per repeat, and every timed matmul."""
+
+    precision: str
+    parameters: dict  # model name -> parameter count
+    step_seconds: dict  # model name -> [seconds per step], one entry per repeat
+    matmul_seconds: list  # one entry per timed matmul
+
+    def median_step_seconds(self, model):
+        return statistics.median(self.step_seconds[model])
+
+    @property
+    def peak_flops(self):
+        """Matmul FLOP/s: 2·n³ over the median matmul time."""
+        return 2 * MATMUL_SIZE**3 / statistics.median(self.matmul_seconds)
+
+
+# === Models ===
+
+
+def build_kzoo(config, dtype):
+    return kzoo.models.Transformer(
+        source_vocabulary_size=config.vocabulary_size,
+        num_encoder_layers=config.num_layers,
+        num_decoder_layers=config.num_layers,
+        hidden_dim=config.hidden_dim,
+        num_heads=config.num_heads,
+        intermediate_dim=config.intermediate_dim,
+        dropout=config.dropout,
+        share_embeddings=False,
+        tie_output_embedding=True,
+        activation="relu",
+        normalize_first=False,
+        dtype=dtype,
+        name="kzoo_transformer",
+    )
+
+
+def build_keras_hub(config, dtype):
+    """The same Transformer from keras-hub's layers, with the functional API, mirroring kzoo's structure."""
+
+    def embedding(name):
+        return keras_hub.layers.ReversibleEmbedding(
+            config.vocabulary_size,
+            config.hidden_dim,
+            tie_weights=True,
+            embeddings_initializer=keras.initializers.RandomNormal(stddev=config.hidden_dim**-0.5),
+            dtype=dtype,
+            name=name,
+        )
+
+    def embed(token_ids, token_embedding, name):
+        x = ops.multiply(token_embedding(token_ids), math.sqrt(config.hidden_dim))
+        x = x + keras_hub.layers.SinePositionEncoding(dtype=dtype, name=f"{name}_positions")(x)
+        return keras.layers.Dropout(config.dropout, dtype=dtype, name=f"{name}_dropout")(x)
+
+    block_kwargs = dict(
+        intermediate_dim=config.intermediate_dim,
+        num_heads=config.num_heads,
+        dropout=config.dropout,
+        activation="relu",
+        normalize_first=False,
+        dtype=dtype,
+    )
+    encoder_token_ids = keras.Input(shape=(None,), dtype="int32", name="encoder_token_ids")
+    decoder_token_ids = keras.Input(shape=(None,), dtype="int32", name="decoder_token_ids")
+    encoder_padding_mask = ops.not_equal(encoder_token_ids, 0)
+    decoder_padding_mask = ops.not_equal(decoder_token_ids, 0)
+    target_embedding = embedding("target_embedding")
+
+    u = embed(encoder_token_ids, embedding("source_embedding"), "source")
+    for i in range(config.num_layers):
+        u = keras_hub.layers.TransformerEncoder(**block_kwargs, name=f"encoder_block_{i}")(
+            u, padding_mask=encoder_padding_mask
+        )
+    x = embed(decoder_token_ids, target_embedding, "target")
+    for i in range(config.num_layers):
+        x = keras_hub.layers.TransformerDecoder(**block_kwargs, name=f"decoder_block_{i}")(
+            x, u, decoder_padding_mask=decoder_padding_mask, encoder_padding_mask=encoder_padding_mask
+        )
+    logits = keras.layers.Activation("linear", dtype="float32", name="logits")(target_embedding(x, reverse=True))
+    return keras.Model(
+        inputs={"encoder_token_ids": encoder_token_ids, "decoder_token_ids": decoder_token_ids},
+        outputs=logits,
+        name="keras_hub_transformer",
+    )
+
+
+BUILDERS = {"kzoo": build_kzoo, "keras-hub": build_keras_hub}
+
+
+def compiled(model):
+    model.compile(
+        optimizer=keras.optimizers.Adam(learning_rate=1e-4),
+        loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        jit_compile=False,
+    )
+    return model
+
+
+def random_batch(config):
+    """One batch of token ids in [1, vocabulary_size): no padding, so every token counts."""
+    generator = tf.random.Generator.from_seed(0)
+
+    def ids(length):
+        return generator.uniform((config.batch_size, length), 1, config.vocabulary_size, dtype=tf.int32)
+
+    inputs = {"encoder_token_ids": ids(config.source_length), "decoder_token_ids": ids(config.target_length)}
+    return inputs, ids(config.target_length)
+
+
+# === FLOPs and peak ===
+
+
+def training_flops_per_step(config):
+    """Matmul FLOPs of one training step: forward (projections, QKᵀ, AV, feed-forward, output logits) times 3.
+
+    A matmul of (m, k) by (k, n) counts 2·m·k·n FLOPs; the backward pass costs twice the forward. Embedding
+    lookups, softmax, layer norms and element-wise work are not counted.
+    """
+    b, s, t = config.batch_size, config.source_length, config.target_length
+    d, f, v = config.hidden_dim, config.intermediate_dim, config.vocabulary_size
+
+    def attention(queries, keys):
+        projections = 2 * b * (2 * queries + 2 * keys) * d * d  # W_Q and W_O on queries, W_K and W_V on keys
+        scores_and_context = 2 * 2 * b * queries * keys * d  # QKᵀ and AV, all heads together
+        return projections + scores_and_context
+
+    def feed_forward(tokens):
+        return 2 * 2 * b * tokens * d * f
+
+    encoder = attention(s, s) + feed_forward(s)
+    decoder = attention(t, t) + attention(t, s) + feed_forward(t)
+    output_projection = 2 * b * t * d * v
+    return 3 * (config.num_layers * (encoder + decoder) + output_projection)
+
+
+def matmul_timer(dtype, size=MATMUL_SIZE):
+    """A function that times one `tf.linalg.matmul` of two (size, size) `dtype` matrices in a `tf.function`."""
+    a = tf.cast(tf.random.uniform((size, size), dtype=tf.float32, seed=1), dtype)
+    b = tf.cast(tf.random.uniform((size, size), dtype=tf.float32, seed=2), dtype)
+
+    @tf.function
+    def matmul(a, b):
+        return tf.linalg.matmul(a, b)[0, 0]  # one element back, so timing ends when the product is done
+
+    def seconds():
+        start = time.perf_counter()
+        matmul(a, b).numpy()
+        return time.perf_counter() - start
+
+    seconds()  # trace and warm up
+    return seconds
+
+
+# === Timing ===
+
+
+def seconds_per_step(model, batch, steps):
+    inputs, labels = batch
+    start = time.perf_counter()
+    for _ in range(steps):
+        model.train_on_batch(inputs, labels)  # returns the loss as a Python float: the step has finished
+    return (time.perf_counter() - start) / steps
+
+
+def measure(config, precision, steps, repeats, warmup_steps):
+    """Build and compile both models under `precision`, warm them up, then time matmuls and models in turns.
+
+    Warm-up runs in turns too (the first step traces the training graph; a model's first step after the other
+    model was built is slow). Each repeat times MATMUL_RUNS matmuls, then `steps` steps of each model in turn, so
+    the peak and both models see the same machine load.
+    """
+    batch = random_batch(config)
+    models = {}
+    for name, build in BUILDERS.items():
+        keras.utils.set_random_seed(0)
+        models[name] = compiled(build(config, precision))
+    for _ in range(warmup_steps):
+        for model in models.values():
+            seconds_per_step(model, batch, 1)
+    matmul = matmul_timer(MATMUL_DTYPES[precision])
+    result = Measurement(
+        precision,
+        parameters={name: model.count_params() for name, model in models.items()},
+        step_seconds={name: [] for name in models},
+        matmul_seconds=[],
+    )
+    for repeat in range(repeats):
+        result.matmul_seconds += [matmul() for _ in range(MATMUL_RUNS)]
+        line = f"{precision:>14}  repeat {repeat + 1}/{repeats}:"
+        for name, model in models.items():
+            seconds = seconds_per_step(model, batch, steps)
+            result.step_seconds[name].append(seconds)
+            line += f"  {name} {seconds:.3f} s/step ({config.tokens_per_step / seconds:,.0f} tokens/s)"
+        print(line, flush=True)
+    return result
+
+
+# === Report ===
+
+
+class OtherLoad:
+    """How many cores other processes kept busy, on average, since this object was made (Linux /proc/stat)."""
+
+    def __init__(self):
+        self.start = self._now()
+
+    @staticmethod
+    def _now():
+        user, nice, system, _idle, _iowait, irq, softirq = map(int, open("/proc/stat").readline().split()[1:8])
+        own = os.times()
+        busy = (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+        return time.monotonic(), busy, own.user + own.system
+
+    def cores(self):
+        (wall0, busy0, own0), (wall1, busy1, own1) = self.start, self._now()
+        return max(0.0, (busy1 - busy0) - (own1 - own0)) / (wall1 - wall0)
+
+
+def environment():
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+        platform.processor(),
+    )
+    return {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "command": " ".join(shlex.quote(arg) for arg in [".venv/bin/python"] + sys.argv),
+        "cpu": f"{cpu}, {os.cpu_count()} logical cores",
+        "python": platform.python_version(),
+        "tensorflow": tf.__version__,
+        "keras": keras.__version__,
+        "keras-hub": keras_hub.__version__,
+        "kzoo": kzoo.__version__,
+    }
+
+
+def result_rows(config, measurements):
+    """Markdown rows: per precision and model, step time, tokens/s, model FLOP/s, MFU, and kzoo / keras-hub."""
+    flops = training_flops_per_step(config)
+    rows = []
+    for m in measurements:
+        ratio = m.median_step_seconds("keras-hub") / m.median_step_seconds("kzoo")
+        for name in m.step_seconds:
+            step = m.median_step_seconds(name)
+            each = ", ".join(f"{seconds:.2f}" for seconds in m.step_seconds[name])
+            rows.append(
+                f"| {m.precision} | {name} | {m.parameters[name]:,} | {step:.3f} | {each} | "
+                f"{config.tokens_per_step / step:,.0f} | {flops / step / 1e9:.1f} | "
+                f"{MATMUL_DTYPES[m.precision]} {m.peak_flops / 1e9:.1f} | {100 * flops / step / m.peak_flops:.1f}% | "
+                f"{ratio:.3f} |"
+            )
+    return rows
+
+
+def parameter_note(measurements):
+    counts = {(m.precision, name): count for m in measurements for name, count in m.parameters.items()}
+    if len(set(counts.values())) == 1:
+        return f"Both models have the same number of parameters, {next(iter(counts.values())):,}."
+    details = ", ".join(f"{name} ({precision}) {count:,}" for (precision, name), count in counts.items())
+    return f"**Parameter counts differ**: {details}."
+
+
+def peak_comparison(measurements):
+    """A line comparing the bfloat16 and float32 matmul peaks when both precisions ran, else nothing."""
+    peaks = {MATMUL_DTYPES[m.precision]: m.peak_flops for m in measurements}
+    if set(peaks) != {"float32", "bfloat16"}:
+        return []
+    return [
+        f"The bfloat16 matmul peak is {peaks['bfloat16'] / peaks['float32']:.2f}× the float32 peak on this CPU "
+        f"({peaks['bfloat16'] / 1e9:.1f} vs {peaks['float32'] / 1e9:.1f} GFLOP/s).",
+        "",
+    ]
+
+
+def report(config, measurements, args, env, other_cores):
+    steps, repeats, warmup_steps = args.steps, args.repeats, args.warmup_steps
+    flops = training_flops_per_step(config)
+    lines = [
+        "## Training throughput: kzoo vs keras-hub",
+        "",
+        f"Command: `{env['command']}`  ",
+        f"Date: {env['date']}  ",
+        f"CPU: {env['cpu']}  ",
+        f"Other processes kept {other_cores:.2f} of the {os.cpu_count()} cores busy on average during the run "
+        "(from /proc/stat, less this process's own CPU time).  ",
+        f"Versions: Python {env['python']}, TensorFlow {env['tensorflow']}, Keras {env['keras']}, "
+        f"keras-hub {env['keras-hub']}, kzoo {env['kzoo']}",
+        "",
+        "### Configuration",
+        "",
+        ", ".join(f"{key} {value}" for key, value in asdict(config).items()) + ".  ",
+        "Post-LN blocks, relu, separate source and target embeddings scaled by √d_model, sinusoidal positions, "
+        "embedding dropout, output projection tied to the target embedding; Adam, sparse cross-entropy from logits, "
+        "`jit_compile=False`, one fixed in-memory batch through `train_on_batch`.  ",
+        f"Tokens per step: {config.tokens_per_step:,} = batch {config.batch_size} × "
+        f"({config.source_length} source + {config.target_length} target tokens).  ",
+        parameter_note(measurements),
+        "",
+        "### Method",
+        "",
+        f"Per precision, both models are built, compiled and warmed up ({warmup_steps} steps each, in turns); then "
+        f"each of {repeats} repeats times {MATMUL_RUNS} matmuls, then kzoo, then keras-hub, each model for {steps} "
+        "training step(s), so the machine's load hits all three alike. s/step is the median over repeats (each "
+        "repeat's mean is listed too).",
+        "",
+        f"Model FLOPs per training step: {flops / 1e9:.1f} GFLOP, counted analytically: the forward matmuls "
+        "(attention projections, QKᵀ and AV, feed-forward, output projection; 2·m·k·n each) × 3 for forward and "
+        "backward. Model GFLOP/s = that ÷ s/step. Peak = `tf.linalg.matmul` of two "
+        f"{MATMUL_SIZE}×{MATMUL_SIZE} matrices in a `tf.function`, in the precision's compute dtype (bfloat16 for "
+        "mixed_bfloat16), median of all the matmuls of that precision's run. MFU = model GFLOP/s ÷ peak. "
+        "Ratio = kzoo tokens/s ÷ keras-hub tokens/s.",
+        "",
+        "### Results",
+        "",
+        "| precision | model | parameters | s/step | s/step per repeat | tokens/s | model GFLOP/s | peak GFLOP/s "
+        "| MFU | kzoo / keras-hub |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+        *result_rows(config, measurements),
+        "",
+        *peak_comparison(measurements),
+        "Numbers on this shared 2-core machine move 4–8% from run to run, and up to 2× while another process takes "
+        "a core: compare the two models within one run, not across runs.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--steps", type=int, default=4, help="timed training steps per repeat (default 4)")
+    parser.add_argument("--repeats", type=int, default=5, help="timed repeats per model (default 5)")
+    parser.add_argument(
+        "--warmup-steps", type=int, default=3, help="untimed steps per model, the first compiles (default 3)"
+    )
+    parser.add_argument(
+        "--precisions", default=",".join(PRECISIONS), help=f"comma-separated, from {','.join(PRECISIONS)} (default all)"
+    )
+    parser.add_argument("--output", help="write the markdown report to this path")
+    parser.add_argument("--quick", action="store_true", help="smoke check: 1 step, 2 repeats, 2 warm-up steps")
+    args = parser.parse_args(argv)
+    args.precisions = [precision.strip() for precision in args.precisions.split(",") if precision.strip()]
+    unknown = [precision for precision in args.precisions if precision not in PRECISIONS]
+    if unknown or not args.precisions:
+        parser.error(f"--precisions={','.join(args.precisions)!r}: choose from {','.join(PRECISIONS)}.")
+    if args.quick:
+        args.steps, args.repeats, args.warmup_steps = 1, 2, 2
+    for flag in ("steps", "repeats", "warmup_steps"):
+        if getattr(args, flag) < 1:
+            parser.error(f"--{flag.replace('_', '-')}={getattr(args, flag)} must be at least 1.")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    config = Config()
+    other_load = OtherLoad()
+    env = environment()
+    print(f"{env['cpu']}; TensorFlow {env['tensorflow']}, Keras {env['keras']}, keras-hub {env['keras-hub']}")
+    print(f"Model FLOPs per training step: {training_flops_per_step(config) / 1e9:.1f} GFLOP", flush=True)
+    measurements = [
+        measure(config, precision, args.steps, args.repeats, args.warmup_steps) for precision in args.precisions
+    ]
+    text = report(config, measurements, args, env, other_load.cores())
+    print(text)
+    if args.output:
+        replace_section(args.output, "training-throughput", text)
+        print(f"Wrote the training-throughput section of {args.output}")
+
+
+if __name__ == "__main__":
+    main()
