@@ -1,0 +1,38 @@
+"""The shipped translator meets its serving contract and still translates well, loaded as TF Serving would."""
+
+import json
+import pathlib
+import subprocess
+import sys
+
+import sacrebleu
+
+from kzoo.data import multi30k
+
+SHIPPED = pathlib.Path(__file__).resolve().parents[2] / "saved_models" / "transformer_multi30k_en_de" / "1"
+
+SERVE = """
+import json, sys
+import tensorflow as tf
+import tensorflow_text  # noqa: F401
+serve = tf.saved_model.load(sys.argv[1]).signatures["serving_default"]
+texts = json.loads(sys.stdin.read())
+print(json.dumps({
+    "translations": [t.decode() for t in serve(text=tf.constant(texts, tf.string))["translation"].numpy()],
+    "empty": serve(text=tf.constant([], tf.string))["translation"].shape.as_list(),
+    "kzoo_imported": "kzoo" in sys.modules,
+}))
+"""
+
+
+def test_shipped_translator_serves_raw_text_and_scores_well():
+    sources, references = multi30k("test_2016_flickr")
+    odd = ["", "Ünïcödé ☃ 日本語 😀", "A dog runs. " * 200]
+    result = subprocess.run([sys.executable, "-c", SERVE, str(SHIPPED)], input=json.dumps(sources[:40] + odd),
+                            capture_output=True, text=True, timeout=600, check=True)
+    served = json.loads(result.stdout.strip().splitlines()[-1])
+    translations = served["translations"]
+    assert served["empty"] == [0] and not served["kzoo_imported"]
+    assert len(translations) == 43 and all(isinstance(t, str) for t in translations)
+    assert translations[0] == "Ein Mann mit einem orangefarbenen Hut starrt auf etwas."
+    assert sacrebleu.corpus_bleu(translations[:40], [references[:40]]).score > 30
