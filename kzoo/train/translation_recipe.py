@@ -4,7 +4,8 @@
 
 reproduces the shipped model: it learns a joint SentencePiece vocabulary from the training split, trains with
 label-smoothed cross-entropy, the paper's warm-up schedule and Adam(0.9, 0.98, 1e-9) inside the strategy kzoo
-picks, keeps a checkpoint per epoch, TensorBoard logs and a progress bar, averages the last checkpoints, and writes
+picks, keeps a checkpoint per epoch, TensorBoard logs and a progress bar, stops early when the validation loss
+stops improving (or when the time budget would run out), averages the last checkpoints, and writes
 the model, the tokenizer, the configuration, the log and the BLEU/chrF scores (greedy and beam) to the output folder.
 """
 
@@ -47,6 +48,7 @@ class TranslationConfig:
     epochs: int = 30
     minutes: float = 55.0
     average_last: int = 5
+    patience: int = 4  # stop after this many epochs without a better validation loss
     dtype: str = "float32"
     beam_size: int = 4
     length_penalty: float = 0.6
@@ -122,6 +124,7 @@ def train(config, output_dir, train_pairs, val_pairs, test_pairs=None, verbose=1
             keras.callbacks.ModelCheckpoint(checkpoint_pattern, save_weights_only=True),
             keras.callbacks.TensorBoard(str(output_dir / "logs")),
             keras.callbacks.CSVLogger(str(output_dir / "history.csv")),
+            keras.callbacks.EarlyStopping(monitor="val_loss", patience=config.patience),
             budget,
         ],
     )
