@@ -46,6 +46,7 @@ class TranslationConfig:
     warmup_steps: int = 1000
     learning_rate_scale: float = 0.7
     epochs: int = 30
+    steps_per_epoch: int = 0  # 0: one pass over the training data; else this many steps between checkpoints
     minutes: float = 55.0
     average_last: int = 5
     patience: int = 4  # stop after this many epochs without a better validation loss
@@ -112,7 +113,8 @@ def train(config, output_dir, train_pairs, val_pairs, test_pairs=None, verbose=1
 
     checkpoint_pattern = str(output_dir / "checkpoints" / "epoch_{epoch:03d}.weights.h5")
     budget = TimeBudget(config.minutes)
-    steps_per_epoch = sum(1 for _ in train_data)  # bucketing hides the count from Keras; one pass finds it
+    # Bucketing hides the number of batches from Keras; one pass finds it.
+    steps_per_epoch = config.steps_per_epoch or sum(1 for _ in train_data)
     history = model.fit(
         train_data.repeat(),
         steps_per_epoch=steps_per_epoch,
