@@ -34,7 +34,8 @@ from results_file import replace_section
 PRECISIONS = ("float32", "mixed_bfloat16")
 MATMUL_DTYPES = {"float32": "float32", "mixed_bfloat16": "bfloat16"}  # precision -> dtype of its matmuls
 MATMUL_SIZE = 2048
-MATMUL_RUNS = 7
+MATMUL_RUNS = 5
+MATMUL_FLOPS = 2 * MATMUL_SIZE**3
 
 
 @dataclass(frozen=True)
@@ -57,12 +58,16 @@ class Config:
 
 @dataclass
 class Measurement:
-    """What one precision's run measured: each model's seconds per step per repeat, and every timed matmul."""
+    """What one precision's run measured, one entry per repeat: each model's seconds per step, and the matmul's.
+
+    The ratio and MFU are medians of per-repeat values: each repeat's numbers were taken back to back, under the
+    same machine load, so a repeat that another process slowed down counts once instead of skewing a whole column.
+    """
 
     precision: str
     parameters: dict  # model name -> parameter count
-    step_seconds: dict  # model name -> [seconds per step], one entry per repeat
-    matmul_seconds: list  # one entry per timed matmul
+    step_seconds: dict  # model name -> [seconds per step]
+    matmul_seconds: list  # [median seconds of one matmul]
 
     def median_step_seconds(self, model):
         return statistics.median(self.step_seconds[model])
@@ -70,7 +75,20 @@ class Measurement:
     @property
     def peak_flops(self):
         """Matmul FLOP/s: 2·n³ over the median matmul time."""
-        return 2 * MATMUL_SIZE**3 / statistics.median(self.matmul_seconds)
+        return MATMUL_FLOPS / statistics.median(self.matmul_seconds)
+
+    def mfu(self, model, flops_per_step):
+        """Median over repeats of the model's FLOP/s over that repeat's matmul FLOP/s."""
+        return statistics.median(
+            flops_per_step / step * matmul / MATMUL_FLOPS
+            for step, matmul in zip(self.step_seconds[model], self.matmul_seconds)
+        )
+
+    def ratio(self):
+        """Median over repeats of kzoo's tokens/s over keras-hub's."""
+        return statistics.median(
+            hub / kzoo for kzoo, hub in zip(self.step_seconds["kzoo"], self.step_seconds["keras-hub"])
+        )
 
 
 # === Models ===
@@ -226,8 +244,8 @@ def measure(config, precision, steps, repeats, warmup_steps):
     """Build and compile both models under `precision`, warm them up, then time matmuls and models in turns.
 
     Warm-up runs in turns too (the first step traces the training graph; a model's first step after the other
-    model was built is slow). Each repeat times MATMUL_RUNS matmuls, then `steps` steps of each model in turn, so
-    the peak and both models see the same machine load.
+    model was built is slow). Each repeat times MATMUL_RUNS matmuls (keeping their median), then `steps` steps of
+    each model in turn, so the peak and both models see the same machine load.
     """
     batch = random_batch(config)
     models = {}
@@ -245,8 +263,9 @@ def measure(config, precision, steps, repeats, warmup_steps):
         matmul_seconds=[],
     )
     for repeat in range(repeats):
-        result.matmul_seconds += [matmul() for _ in range(MATMUL_RUNS)]
-        line = f"{precision:>14}  repeat {repeat + 1}/{repeats}:"
+        result.matmul_seconds.append(statistics.median(matmul() for _ in range(MATMUL_RUNS)))
+        peak = MATMUL_FLOPS / result.matmul_seconds[-1]
+        line = f"{precision:>14}  repeat {repeat + 1}/{repeats}:  matmul {peak / 1e9:.0f} GFLOP/s"
         for name, model in models.items():
             seconds = seconds_per_step(model, batch, steps)
             result.step_seconds[name].append(seconds)
@@ -298,15 +317,14 @@ def result_rows(config, measurements):
     flops = training_flops_per_step(config)
     rows = []
     for m in measurements:
-        ratio = m.median_step_seconds("keras-hub") / m.median_step_seconds("kzoo")
         for name in m.step_seconds:
             step = m.median_step_seconds(name)
             each = ", ".join(f"{seconds:.2f}" for seconds in m.step_seconds[name])
             rows.append(
                 f"| {m.precision} | {name} | {m.parameters[name]:,} | {step:.3f} | {each} | "
                 f"{config.tokens_per_step / step:,.0f} | {flops / step / 1e9:.1f} | "
-                f"{MATMUL_DTYPES[m.precision]} {m.peak_flops / 1e9:.1f} | {100 * flops / step / m.peak_flops:.1f}% | "
-                f"{ratio:.3f} |"
+                f"{MATMUL_DTYPES[m.precision]} {m.peak_flops / 1e9:.1f} | {100 * m.mfu(name, flops):.1f}% | "
+                f"{m.ratio():.3f} |"
             )
     return rows
 
@@ -317,18 +335,6 @@ def parameter_note(measurements):
         return f"Both models have the same number of parameters, {next(iter(counts.values())):,}."
     details = ", ".join(f"{name} ({precision}) {count:,}" for (precision, name), count in counts.items())
     return f"**Parameter counts differ**: {details}."
-
-
-def peak_comparison(measurements):
-    """A line comparing the bfloat16 and float32 matmul peaks when both precisions ran, else nothing."""
-    peaks = {MATMUL_DTYPES[m.precision]: m.peak_flops for m in measurements}
-    if set(peaks) != {"float32", "bfloat16"}:
-        return []
-    return [
-        f"The bfloat16 matmul peak is {peaks['bfloat16'] / peaks['float32']:.2f}× the float32 peak on this CPU "
-        f"({peaks['bfloat16'] / 1e9:.1f} vs {peaks['float32'] / 1e9:.1f} GFLOP/s).",
-        "",
-    ]
 
 
 def report(config, measurements, args, env, other_cores):
@@ -360,13 +366,14 @@ def report(config, measurements, args, env, other_cores):
         f"Per precision, both models are built, compiled and warmed up ({warmup_steps} steps each, in turns); then "
         f"each of {repeats} repeats times {MATMUL_RUNS} matmuls, then kzoo, then keras-hub, each model for {steps} "
         "training step(s), so the machine's load hits all three alike. s/step is the median over repeats (each "
-        "repeat's mean is listed too).",
+        "repeat's mean is listed too); MFU and the ratio are medians of per-repeat values, so a repeat that another "
+        "process slowed counts once.",
         "",
         f"Model FLOPs per training step: {flops / 1e9:.1f} GFLOP, counted analytically: the forward matmuls "
         "(attention projections, QKᵀ and AV, feed-forward, output projection; 2·m·k·n each) × 3 for forward and "
         "backward. Model GFLOP/s = that ÷ s/step. Peak = `tf.linalg.matmul` of two "
         f"{MATMUL_SIZE}×{MATMUL_SIZE} matrices in a `tf.function`, in the precision's compute dtype (bfloat16 for "
-        "mixed_bfloat16), median of all the matmuls of that precision's run. MFU = model GFLOP/s ÷ peak. "
+        "mixed_bfloat16), median over the precision's repeats. MFU = model GFLOP/s ÷ peak. "
         "Ratio = kzoo tokens/s ÷ keras-hub tokens/s.",
         "",
         "### Results",
@@ -376,7 +383,6 @@ def report(config, measurements, args, env, other_cores):
         "|---|---|---|---|---|---|---|---|---|---|",
         *result_rows(config, measurements),
         "",
-        *peak_comparison(measurements),
         "Numbers on this shared 2-core machine move 4–8% from run to run, and up to 2× while another process takes "
         "a core: compare the two models within one run, not across runs.",
         "",
@@ -386,8 +392,8 @@ def report(config, measurements, args, env, other_cores):
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=4, help="timed training steps per repeat (default 4)")
-    parser.add_argument("--repeats", type=int, default=5, help="timed repeats per model (default 5)")
+    parser.add_argument("--steps", type=int, default=2, help="timed training steps per repeat (default 2)")
+    parser.add_argument("--repeats", type=int, default=10, help="timed repeats per model (default 10)")
     parser.add_argument(
         "--warmup-steps", type=int, default=3, help="untimed steps per model, the first compiles (default 3)"
     )
