@@ -20,13 +20,9 @@ Usage:
 """
 
 import argparse
-import datetime
 import math
 import os
-import platform
-import shlex
 import statistics
-import sys
 import time
 
 import keras
@@ -39,7 +35,7 @@ from kzoo.decoding import beam_search, generate
 from kzoo.decoding.length_limit import force_end
 from kzoo.text import END, START
 from bench_transformer import OtherLoad
-from results_file import replace_section
+from results_file import environment, replace_section
 
 VOCABULARY = 8000
 LAYERS = 3
@@ -279,20 +275,6 @@ def median(values):
 
 
 # === Report ===
-
-
-def environment():
-    cpu = next(
-        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-        platform.processor(),
-    )
-    return {
-        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "command": " ".join(shlex.quote(arg) for arg in [".venv/bin/python"] + sys.argv),
-        "cpu": f"{cpu}, {os.cpu_count()} logical cores",
-        "versions": f"Python {platform.python_version()}, TensorFlow {tf.__version__}, Keras {keras.__version__}, "
-        f"keras-hub {keras_hub.__version__}, kzoo {kzoo.__version__}",
-    }
 
 
 def check(flag):

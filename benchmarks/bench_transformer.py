@@ -13,13 +13,9 @@ Usage:
 """
 
 import argparse
-import datetime
 import math
 import os
-import platform
-import shlex
 import statistics
-import sys
 import time
 from dataclasses import asdict, dataclass
 
@@ -29,7 +25,7 @@ import tensorflow as tf
 from keras import ops
 
 import kzoo
-from results_file import replace_section
+from results_file import environment, replace_section
 
 PRECISIONS = ("float32", "mixed_bfloat16")
 MATMUL_DTYPES = {"float32": "float32", "mixed_bfloat16": "bfloat16"}  # precision -> dtype of its matmuls
@@ -295,23 +291,6 @@ class OtherLoad:
         return max(0.0, (busy1 - busy0) - (own1 - own0)) / (wall1 - wall0)
 
 
-def environment():
-    cpu = next(
-        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
-        platform.processor(),
-    )
-    return {
-        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
-        "command": " ".join(shlex.quote(arg) for arg in [".venv/bin/python"] + sys.argv),
-        "cpu": f"{cpu}, {os.cpu_count()} logical cores",
-        "python": platform.python_version(),
-        "tensorflow": tf.__version__,
-        "keras": keras.__version__,
-        "keras-hub": keras_hub.__version__,
-        "kzoo": kzoo.__version__,
-    }
-
-
 def result_rows(config, measurements):
     """Markdown rows: per precision and model, step time, tokens/s, model FLOP/s, MFU, and kzoo / keras-hub."""
     flops = training_flops_per_step(config)
@@ -348,8 +327,7 @@ def report(config, measurements, args, env, other_cores):
         f"CPU: {env['cpu']}  ",
         f"Other processes kept {other_cores:.2f} of the {os.cpu_count()} cores busy on average during the run "
         "(from /proc/stat, less this process's own CPU time).  ",
-        f"Versions: Python {env['python']}, TensorFlow {env['tensorflow']}, Keras {env['keras']}, "
-        f"keras-hub {env['keras-hub']}, kzoo {env['kzoo']}",
+        f"Versions: {env['versions']}",
         "",
         "### Configuration",
         "",
@@ -420,7 +398,7 @@ def main(argv=None):
     config = Config()
     other_load = OtherLoad()
     env = environment()
-    print(f"{env['cpu']}; TensorFlow {env['tensorflow']}, Keras {env['keras']}, keras-hub {env['keras-hub']}")
+    print(f"{env['cpu']}; {env['versions']}")
     print(f"Model FLOPs per training step: {training_flops_per_step(config) / 1e9:.1f} GFLOP", flush=True)
     measurements = [
         measure(config, precision, args.steps, args.repeats, args.warmup_steps) for precision in args.precisions

@@ -1,7 +1,11 @@
 """benchmarks/RESULTS.md holds one section per benchmark; each script rewrites its own section only."""
 
+import datetime
 import os
 import pathlib
+import platform
+import shlex
+import sys
 import tempfile
 
 TITLE = "# kzoo benchmark results\n\nEvery number below comes with the command that produced it.\n"
@@ -24,3 +28,24 @@ def replace_section(path, name, text):
     with os.fdopen(handle, "w", encoding="utf-8") as out:
         out.write(new)
     os.replace(temporary, path)
+
+
+def environment():
+    """Date, command, CPU and library versions, for the header of a benchmark's section."""
+    import keras
+    import keras_hub
+    import tensorflow as tf
+
+    import kzoo
+
+    cpu = next(
+        (line.split(":", 1)[1].strip() for line in open("/proc/cpuinfo") if line.startswith("model name")),
+        platform.processor(),
+    )
+    return {
+        "date": datetime.datetime.now().astimezone().isoformat(timespec="seconds"),
+        "command": " ".join(shlex.quote(arg) for arg in [".venv/bin/python"] + sys.argv),
+        "cpu": f"{cpu}, {os.cpu_count()} logical cores",
+        "versions": f"Python {platform.python_version()}, TensorFlow {tf.__version__}, Keras {keras.__version__}, "
+        f"keras-hub {keras_hub.__version__}, kzoo {kzoo.__version__}",
+    }
