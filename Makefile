@@ -25,6 +25,7 @@ test-slow: $(STAMP)
 bench: $(STAMP)
 	$(PY) benchmarks/bench_transformer.py --output benchmarks/RESULTS.md
 	$(PY) benchmarks/bench_decoding.py --output benchmarks/RESULTS.md
+	$(PY) benchmarks/bench_bert.py --output benchmarks/RESULTS.md
 
 demo: $(STAMP)
 	$(PY) -m kzoo.demo --output runs/demo-$$(date +%Y%m%d-%H%M%S)

@@ -34,8 +34,8 @@ import kzoo
 from kzoo.decoding import beam_search, generate
 from kzoo.decoding.length_limit import force_end
 from kzoo.text import END, START
-from bench_transformer import OtherLoad
 from results_file import environment, replace_section
+from timing import OtherLoad, interleaved, timer
 
 VOCABULARY = 8000
 LAYERS = 3
@@ -244,30 +244,6 @@ def keras_hub_greedy(model, num_tokens):
 def source_batch(batch):
     generator = tf.random.Generator.from_seed(batch)
     return generator.uniform((batch, SOURCE_LENGTH), 3, VOCABULARY, dtype=tf.int32)
-
-
-def timer(function, inputs, calls):
-    """Mean seconds per call over `calls` calls; `.numpy()` waits for each result."""
-
-    def seconds():
-        start = time.perf_counter()
-        for _ in range(calls):
-            function(inputs).numpy()
-        return (time.perf_counter() - start) / calls
-
-    return seconds
-
-
-def interleaved(timers, repeats):
-    """{name: [seconds per call, one per repeat]}, the timers taking turns within each repeat, after a warm-up."""
-    for seconds in timers.values():
-        seconds()  # trace and warm up
-        seconds()
-    times = {name: [] for name in timers}
-    for _ in range(repeats):
-        for name, seconds in timers.items():
-            times[name].append(seconds())
-    return times
 
 
 def median(values):

@@ -12,11 +12,7 @@ Usage:
     .venv/bin/python benchmarks/bench_transformer.py --quick
 """
 
-import argparse
 import math
-import os
-import statistics
-import time
 from dataclasses import asdict, dataclass
 
 import keras
@@ -26,12 +22,16 @@ from keras import ops
 
 import kzoo
 from results_file import environment, replace_section
-
-PRECISIONS = ("float32", "mixed_bfloat16")
-MATMUL_DTYPES = {"float32": "float32", "mixed_bfloat16": "bfloat16"}  # precision -> dtype of its matmuls
-MATMUL_SIZE = 2048
-MATMUL_RUNS = 5
-MATMUL_FLOPS = 2 * MATMUL_SIZE**3
+from timing import (
+    MATMUL_RUNS,
+    MATMUL_SIZE,
+    TRAINING_TABLE,
+    OtherLoad,
+    header,
+    parse_training_args,
+    time_training,
+    training_rows,
+)
 
 
 @dataclass(frozen=True)
@@ -50,41 +50,6 @@ class Config:
     def tokens_per_step(self):
         """Source plus target tokens in one training batch."""
         return self.batch_size * (self.source_length + self.target_length)
-
-
-@dataclass
-class Measurement:
-    """What one precision's run measured, one entry per repeat: each model's seconds per step, and the matmul's.
-
-    The ratio and MFU are medians of per-repeat values: each repeat's numbers were taken back to back, under the
-    same machine load, so a repeat that another process slowed down counts once instead of skewing a whole column.
-    """
-
-    precision: str
-    parameters: dict  # model name -> parameter count
-    step_seconds: dict  # model name -> [seconds per step]
-    matmul_seconds: list  # [median seconds of one matmul]
-
-    def median_step_seconds(self, model):
-        return statistics.median(self.step_seconds[model])
-
-    @property
-    def peak_flops(self):
-        """Matmul FLOP/s: 2·n³ over the median matmul time."""
-        return MATMUL_FLOPS / statistics.median(self.matmul_seconds)
-
-    def mfu(self, model, flops_per_step):
-        """Median over repeats of the model's FLOP/s over that repeat's matmul FLOP/s."""
-        return statistics.median(
-            flops_per_step / step * matmul / MATMUL_FLOPS
-            for step, matmul in zip(self.step_seconds[model], self.matmul_seconds)
-        )
-
-    def ratio(self):
-        """Median over repeats of kzoo's tokens/s over keras-hub's."""
-        return statistics.median(
-            hub / kzoo for kzoo, hub in zip(self.step_seconds["kzoo"], self.step_seconds["keras-hub"])
-        )
 
 
 # === Models ===
@@ -181,7 +146,7 @@ def random_batch(config):
     return inputs, ids(config.target_length)
 
 
-# === FLOPs and peak ===
+# === FLOPs ===
 
 
 def training_flops_per_step(config):
@@ -207,105 +172,21 @@ def training_flops_per_step(config):
     return 3 * (config.num_layers * (encoder + decoder) + output_projection)
 
 
-def matmul_timer(dtype, size=MATMUL_SIZE):
-    """A function that times one `tf.linalg.matmul` of two (size, size) `dtype` matrices in a `tf.function`."""
-    a = tf.cast(tf.random.uniform((size, size), dtype=tf.float32, seed=1), dtype)
-    b = tf.cast(tf.random.uniform((size, size), dtype=tf.float32, seed=2), dtype)
-
-    @tf.function
-    def matmul(a, b):
-        return tf.linalg.matmul(a, b)[0, 0]  # one element back, so timing ends when the product is done
-
-    def seconds():
-        start = time.perf_counter()
-        matmul(a, b).numpy()
-        return time.perf_counter() - start
-
-    seconds()  # trace and warm up
-    return seconds
-
-
 # === Timing ===
 
 
-def seconds_per_step(model, batch, steps):
-    inputs, labels = batch
-    start = time.perf_counter()
-    for _ in range(steps):
-        model.train_on_batch(inputs, labels)  # returns the loss as a Python float: the step has finished
-    return (time.perf_counter() - start) / steps
-
-
 def measure(config, precision, steps, repeats, warmup_steps):
-    """Build and compile both models under `precision`, warm them up, then time matmuls and models in turns.
-
-    Warm-up runs in turns too (the first step traces the training graph; a model's first step after the other
-    model was built is slow). Each repeat times MATMUL_RUNS matmuls (keeping their median), then `steps` steps of
-    each model in turn, so the peak and both models see the same machine load.
-    """
+    """Build and compile both models under `precision`, then warm them up and time them in turns with the matmul."""
     batch = random_batch(config)
     models = {}
     for name, build in BUILDERS.items():
         keras.utils.set_random_seed(0)
         models[name] = compiled(build(config, precision))
-    for _ in range(warmup_steps):
-        for model in models.values():
-            seconds_per_step(model, batch, 1)
-    matmul = matmul_timer(MATMUL_DTYPES[precision])
-    result = Measurement(
-        precision,
-        parameters={name: model.count_params() for name, model in models.items()},
-        step_seconds={name: [] for name in models},
-        matmul_seconds=[],
-    )
-    for repeat in range(repeats):
-        result.matmul_seconds.append(statistics.median(matmul() for _ in range(MATMUL_RUNS)))
-        peak = MATMUL_FLOPS / result.matmul_seconds[-1]
-        line = f"{precision:>14}  repeat {repeat + 1}/{repeats}:  matmul {peak / 1e9:.0f} GFLOP/s"
-        for name, model in models.items():
-            seconds = seconds_per_step(model, batch, steps)
-            result.step_seconds[name].append(seconds)
-            line += f"  {name} {seconds:.3f} s/step ({config.tokens_per_step / seconds:,.0f} tokens/s)"
-        print(line, flush=True)
-    return result
+    batches = {name: batch for name in models}
+    return time_training(precision, models, batches, config.tokens_per_step, steps, repeats, warmup_steps)
 
 
 # === Report ===
-
-
-class OtherLoad:
-    """How many cores other processes kept busy, on average, since this object was made (Linux /proc/stat)."""
-
-    def __init__(self):
-        self.start = self._now()
-
-    @staticmethod
-    def _now():
-        user, nice, system, _idle, _iowait, irq, softirq = map(int, open("/proc/stat").readline().split()[1:8])
-        own = os.times()
-        busy = (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
-        return time.monotonic(), busy, own.user + own.system
-
-    def cores(self):
-        (wall0, busy0, own0), (wall1, busy1, own1) = self.start, self._now()
-        return max(0.0, (busy1 - busy0) - (own1 - own0)) / (wall1 - wall0)
-
-
-def result_rows(config, measurements):
-    """Markdown rows: per precision and model, step time, tokens/s, model FLOP/s, MFU, and kzoo / keras-hub."""
-    flops = training_flops_per_step(config)
-    rows = []
-    for m in measurements:
-        for name in m.step_seconds:
-            step = m.median_step_seconds(name)
-            each = ", ".join(f"{seconds:.2f}" for seconds in m.step_seconds[name])
-            rows.append(
-                f"| {m.precision} | {name} | {m.parameters[name]:,} | {step:.3f} | {each} | "
-                f"{config.tokens_per_step / step:,.0f} | {flops / step / 1e9:.1f} | "
-                f"{MATMUL_DTYPES[m.precision]} {m.peak_flops / 1e9:.1f} | {100 * m.mfu(name, flops):.1f}% | "
-                f"{m.ratio():.3f} |"
-            )
-    return rows
 
 
 def parameter_note(measurements):
@@ -320,15 +201,7 @@ def report(config, measurements, args, env, other_cores):
     steps, repeats, warmup_steps = args.steps, args.repeats, args.warmup_steps
     flops = training_flops_per_step(config)
     lines = [
-        "## Training throughput: kzoo vs keras-hub",
-        "",
-        f"Command: `{env['command']}`  ",
-        f"Date: {env['date']}  ",
-        f"CPU: {env['cpu']}  ",
-        f"Other processes kept {other_cores:.2f} of the {os.cpu_count()} cores busy on average during the run "
-        "(from /proc/stat, less this process's own CPU time).  ",
-        f"Versions: {env['versions']}",
-        "",
+        *header("Training throughput: kzoo vs keras-hub", env, other_cores),
         "### Configuration",
         "",
         ", ".join(f"{key} {value}" for key, value in asdict(config).items()) + ".  ",
@@ -356,10 +229,8 @@ def report(config, measurements, args, env, other_cores):
         "",
         "### Results",
         "",
-        "| precision | model | parameters | s/step | s/step per repeat | tokens/s | model GFLOP/s | peak GFLOP/s "
-        "| MFU | kzoo / keras-hub |",
-        "|---|---|---|---|---|---|---|---|---|---|",
-        *result_rows(config, measurements),
+        *(line.format(ratio="kzoo / keras-hub") for line in TRAINING_TABLE),
+        *training_rows(measurements, flops, config.tokens_per_step, lambda m, name: f"{m.ratio():.3f}"),
         "",
         "Numbers on this shared 2-core machine move 4–8% from run to run, and up to 2× while another process takes "
         "a core: compare the two models within one run, not across runs.",
@@ -368,33 +239,8 @@ def report(config, measurements, args, env, other_cores):
     return "\n".join(lines)
 
 
-def parse_args(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--steps", type=int, default=2, help="timed training steps per repeat (default 2)")
-    parser.add_argument("--repeats", type=int, default=10, help="timed repeats per model (default 10)")
-    parser.add_argument(
-        "--warmup-steps", type=int, default=3, help="untimed steps per model, the first compiles (default 3)"
-    )
-    parser.add_argument(
-        "--precisions", default=",".join(PRECISIONS), help=f"comma-separated, from {','.join(PRECISIONS)} (default all)"
-    )
-    parser.add_argument("--output", help="write the markdown report to this path")
-    parser.add_argument("--quick", action="store_true", help="smoke check: 1 step, 2 repeats, 2 warm-up steps")
-    args = parser.parse_args(argv)
-    args.precisions = [precision.strip() for precision in args.precisions.split(",") if precision.strip()]
-    unknown = [precision for precision in args.precisions if precision not in PRECISIONS]
-    if unknown or not args.precisions:
-        parser.error(f"--precisions={','.join(args.precisions)!r}: choose from {','.join(PRECISIONS)}.")
-    if args.quick:
-        args.steps, args.repeats, args.warmup_steps = 1, 2, 2
-    for flag in ("steps", "repeats", "warmup_steps"):
-        if getattr(args, flag) < 1:
-            parser.error(f"--{flag.replace('_', '-')}={getattr(args, flag)} must be at least 1.")
-    return args
-
-
 def main(argv=None):
-    args = parse_args(argv)
+    args = parse_training_args(__doc__, "training-throughput", argv)
     config = Config()
     other_load = OtherLoad()
     env = environment()

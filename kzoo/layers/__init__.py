@@ -4,6 +4,7 @@ from kzoo.layers.attention import Attention
 from kzoo.layers.decoder_block import DecoderBlock
 from kzoo.layers.encoder_block import EncoderBlock
 from kzoo.layers.feed_forward import FeedForward
+from kzoo.layers.masked_lm_head import MaskedLMHead
 from kzoo.layers.multi_head import MultiHead
 from kzoo.layers.position_embedding import PositionEmbedding
 from kzoo.layers.self_attention import SelfAttention

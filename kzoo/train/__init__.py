@@ -2,6 +2,7 @@
 
 from kzoo.train.distribution import strategy
 from kzoo.train.losses import MaskedAccuracy, MaskedCrossEntropy
-from kzoo.train.schedules import TransformerSchedule
+from kzoo.train.metrics import SparseF1Score
+from kzoo.train.schedules import TransformerSchedule, WarmupLinearDecay
 from kzoo.train.callbacks import TimeBudget, average_weights
 from kzoo.train.quality import translation_scores

@@ -29,3 +29,55 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
 
     def get_config(self):
         return {"hidden_dim": self.hidden_dim, "warmup_steps": self.warmup_steps, "scale": self.scale}
+
+
+@keras.saving.register_keras_serializable(package="kzoo")
+class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
+    """BERT's fine-tuning learning rate: a linear rise from 0 to the peak, then a linear fall to 0.
+
+    `lr(step) = peak · min(step / warmup_steps, (total_steps - step) / (total_steps - warmup_steps))`, and 0 from
+    `total_steps` on. Steps count from 0, Keras's `optimizer.iterations`, so the first update has learning rate 0 and
+    the peak falls on step `warmup_steps` (Hugging Face's `get_linear_schedule_with_warmup`). Devlin et al. 2018 use 10%
+    warm-up; their code decays from step 0 rather than from the end of the warm-up, so it peaks lower, at
+    `peak · (1 - warmup_steps / total_steps)`. Keras has no schedule of this shape: `CosineDecay(warmup_steps=...)`
+    rises linearly but falls along a cosine, and `PolynomialDecay(power=1)` falls linearly with no warm-up.
+
+    Args:
+        peak_learning_rate: float. The learning rate at step `warmup_steps`, e.g. 2e-5.
+        total_steps: int. The number of training steps; the rate reaches 0 there.
+        warmup_steps: int. Steps of linear warm-up, less than `total_steps`; 0 starts at the peak.
+
+    Example:
+    ```python
+    schedule = WarmupLinearDecay(2e-5, total_steps=6315, warmup_steps=631)  # SST-2: 3 epochs of 32, 10% warm-up
+    optimizer = keras.optimizers.AdamW(schedule, weight_decay=0.01)
+    ```
+
+    References:
+        [Devlin et al. 2018](https://arxiv.org/abs/1810.04805)
+    """
+
+    def __init__(self, peak_learning_rate, total_steps, warmup_steps):
+        if peak_learning_rate <= 0:
+            raise ValueError(f"peak_learning_rate={peak_learning_rate} must be positive.")
+        if not 0 <= warmup_steps < total_steps:
+            raise ValueError(
+                f"warmup_steps={warmup_steps} must be at least 0 and less than total_steps={total_steps}, leaving "
+                "steps for the decay."
+            )
+        self.peak_learning_rate = peak_learning_rate
+        self.total_steps = total_steps
+        self.warmup_steps = warmup_steps
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32")
+        rise = step / self.warmup_steps if self.warmup_steps else 1.0
+        fall = (self.total_steps - step) / (self.total_steps - self.warmup_steps)
+        return self.peak_learning_rate * ops.clip(ops.minimum(rise, fall), 0.0, 1.0)
+
+    def get_config(self):
+        return {
+            "peak_learning_rate": self.peak_learning_rate,
+            "total_steps": self.total_steps,
+            "warmup_steps": self.warmup_steps,
+        }

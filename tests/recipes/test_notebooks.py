@@ -9,11 +9,32 @@ from nbclient import NotebookClient
 
 RECIPES = pathlib.Path(__file__).resolve().parents[2] / "recipes"
 TINY_BUDGETS = {
+    "bert_finetuning.ipynb": {
+        "KZOO_RECIPE_SST2_STEPS": "6",
+        "KZOO_RECIPE_MRPC_STEPS": "6",
+        "KZOO_RECIPE_TRAIN_EXAMPLES": "256",
+        "KZOO_RECIPE_DEV_EXAMPLES": "64",
+    },
+    "bert_pretraining.ipynb": {
+        "KZOO_RECIPE_MINUTES": "2",
+        "KZOO_RECIPE_TRAIN_STEPS": "6",
+        "KZOO_RECIPE_STEPS_PER_EPOCH": "3",
+        "KZOO_RECIPE_DOCUMENTS": "12",
+        "KZOO_RECIPE_VALIDATION_BATCHES": "2",
+    },
     "translation_en_de.ipynb": {
         "KZOO_RECIPE_MINUTES": "0.2",
         "KZOO_RECIPE_TRAIN_PAIRS": "1500",
         "KZOO_RECIPE_EVAL_SENTENCES": "8",
     },
+}
+
+
+# What each notebook must print, and how many figures it draws.
+EXPECTED = {
+    "bert_finetuning.ipynb": (["sst2 dev: accuracy", "mrpc dev: accuracy", "[CLS]", "segments: [0, 0"], 2),
+    "bert_pretraining.ipynb": (["next-sentence label:", "to predict:", "final:", "released in [MASK] in 2011"], 1),
+    "translation_en_de.ipynb": (["test_2016_flickr   beam", "saved_model/1"], 2),  # curves and the attention map
 }
 
 
@@ -26,8 +47,9 @@ def test_recipe_runs_top_to_bottom(name, tmp_path, monkeypatch):
     outputs = [o for cell in notebook.cells if cell.cell_type == "code" for o in cell.get("outputs", [])]
     assert not [o for o in outputs if o.output_type == "error"]
     text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
-    assert "test_2016_flickr   beam" in text and "saved_model/1" in text
-    assert sum("image/png" in o.get("data", {}) for o in outputs) == 2  # training curves and the attention map
+    phrases, figures = EXPECTED[name]
+    assert all(phrase in text for phrase in phrases), [phrase for phrase in phrases if phrase not in text]
+    assert sum("image/png" in o.get("data", {}) for o in outputs) == figures
 
 
 def test_every_recipe_has_a_tiny_budget():

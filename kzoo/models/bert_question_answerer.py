@@ -1,0 +1,77 @@
+import keras
+from keras import ops
+
+from kzoo.models.bert_task import BertTask
+
+
+@keras.saving.register_keras_serializable(package="kzoo")
+class BertQuestionAnswerer(BertTask):
+    """Extractive question answering (SQuAD-style) on a `Bert` backbone: start and end logits for every position.
+
+    The question and the context are packed as `[CLS] question [SEP] context [SEP]`; a dense layer with two units
+    scores every position as the answer's first and last token. Padding positions get a -1e9 logit so that they
+    are never chosen. `best_spans()` turns the logits into the highest-scoring (start, end) with
+    start <= end < start + max_answer_length. `compile()` defaults: a sparse cross-entropy from logits on each of
+    `start` and `end` (their mean is the paper's loss up to a factor 2), accuracy on each, AdamW at 5e-5.
+
+    Args:
+        backbone: `kzoo.models.Bert`. Its weights are shared, not copied.
+        dropout: float. Dropout before the dense layer. Defaults to the backbone's dropout.
+        **kwargs: `keras.Model` arguments such as `name`.
+
+    Inputs:
+        The backbone's `token_ids`, `segment_ids`, `padding_mask`.
+
+    Outputs:
+        A dict of float32 logits: `start` (batch, seq) and `end` (batch, seq). Train with
+        `y = {"start": start_positions, "end": end_positions}`.
+
+    Example:
+    ```python
+    reader = kzoo.models.BertQuestionAnswerer(kzoo.bert_tiny())
+    outputs = reader(features)
+    starts, ends = reader.best_spans(outputs["start"], outputs["end"], max_answer_length=30)
+    ```
+
+    References:
+        - [Devlin et al., 2018](https://arxiv.org/abs/1810.04805), section 4.2.
+    """
+
+    def __init__(self, backbone, dropout=None, **kwargs):
+        dropout = backbone.dropout if dropout is None else dropout
+        self.backbone = backbone
+        head = self.dense_head(backbone, 2, dropout, name="span_logits")
+        inputs = dict(backbone.input)
+        sequence = backbone(inputs)["sequence_output"]
+        logits = head(sequence)  # (batch, seq, 2)
+        padding_bias = (1.0 - ops.cast(inputs["padding_mask"], "float32")) * -1e9  # (batch, seq)
+        start = keras.layers.Identity(dtype="float32", name="start")(logits[..., 0] + padding_bias)
+        end = keras.layers.Identity(dtype="float32", name="end")(logits[..., 1] + padding_bias)
+        super().__init__(inputs=inputs, outputs={"start": start, "end": end}, **kwargs)
+        self.dropout = dropout
+
+    @staticmethod
+    def best_spans(start_logits, end_logits, max_answer_length=30):
+        """The (start, end) int32 positions (batch,) maximizing start + end logits over valid spans."""
+        length = ops.shape(start_logits)[1]
+        scores = ops.expand_dims(start_logits, 2) + ops.expand_dims(end_logits, 1)  # (batch, start, end)
+        offsets = ops.arange(length)[None, :] - ops.arange(length)[:, None]  # end - start
+        valid = ops.logical_and(offsets >= 0, offsets < max_answer_length)
+        scores = ops.where(valid[None], scores, ops.full_like(scores, -float("inf")))
+        best = ops.cast(ops.argmax(ops.reshape(scores, (ops.shape(scores)[0], -1)), axis=-1), "int32")
+        return best // length, best % length
+
+    def default_loss(self):
+        return {
+            "start": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+            "end": keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        }
+
+    def default_metrics(self):
+        return {
+            "start": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+            "end": [keras.metrics.SparseCategoricalAccuracy(name="accuracy")],
+        }
+
+    def head_config(self):
+        return {"dropout": self.dropout}

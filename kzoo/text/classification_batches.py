@@ -1,0 +1,74 @@
+"""Sentences or sentence pairs to fixed-length BERT inputs, `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, in batches."""
+
+import keras_hub
+import tensorflow as tf
+
+
+def classification_dataset(texts, labels, tokenizer, sequence_length, batch_size, second_texts=None, shuffle=False,
+                           seed=0, drop_remainder=False):
+    """A `tf.data.Dataset` of ({"token_ids", "segment_ids", "padding_mask"}, labels) batches for a BERT classifier.
+
+    Each batch of strings is tokenized inside the pipeline and packed by `keras_hub.layers.MultiSegmentPacker` into
+    `[CLS] A [SEP]` (segment ids 0), or `[CLS] A [SEP] B [SEP]` (segment ids 0 up to the first [SEP], 1 after it),
+    padded with [PAD] to `sequence_length`. A pair too long to fit is cut as BERT's `_truncate_seq_pair` cuts it: one
+    token at a time from the end of the longer segment (of the second when both are as long). That is keras-hub's
+    `"round_robin"` truncation, which hands out the budget a token at a time to each segment in turn; its
+    `"waterfall"` mode would cut the second segment first. The special token ids come from `tokenizer.token_to_id`.
+
+    Args:
+        texts: list of str. The first (or only) segment of each example.
+        labels: list of int. Class ids.
+        tokenizer: a `keras_hub.tokenizers.WordPieceTokenizer` whose vocabulary has [CLS], [SEP] and [PAD], with no
+            `sequence_length` of its own (its ids must come out ragged, unpadded).
+        sequence_length: int. Length of every packed sequence, special tokens included.
+        batch_size: int.
+        second_texts: list of str, or None. The second segment of each example, for sentence-pair tasks.
+        shuffle: bool. Shuffle the examples, in a new order every epoch. Defaults to False.
+        seed: int. Shuffling seed: the same seed gives the same orders. Defaults to 0.
+        drop_remainder: bool. Drop the last batch if it is smaller than `batch_size`. Defaults to False.
+
+    Returns:
+        A dataset of (features, labels): `token_ids`, `segment_ids` and `padding_mask` (1 for real tokens, 0 for
+        padding), each int32 (batch, sequence_length), and int32 labels (batch,).
+
+    Example:
+    ```python
+    sst2 = kzoo.data.glue("sst2", "dev")
+    batches = classification_dataset(sst2.texts, sst2.labels, tokenizer, sequence_length=128, batch_size=32)
+    ```
+    """
+    segments = (texts,) if second_texts is None else (texts, second_texts)
+    for name, column in (("labels", labels), ("second_texts", second_texts)):
+        if column is not None and len(column) != len(texts):
+            raise ValueError(f"{name} has {len(column)} entries but texts has {len(texts)}: they must align.")
+    num_special_tokens = len(segments) + 1
+    if sequence_length <= num_special_tokens:
+        raise ValueError(
+            f"sequence_length={sequence_length} leaves no room for text after the {num_special_tokens} special tokens "
+            f"of {len(segments)} segment(s); use a larger sequence_length."
+        )
+    pad_id = tokenizer.token_to_id("[PAD]")
+    packer = keras_hub.layers.MultiSegmentPacker(
+        sequence_length,
+        start_value=tokenizer.token_to_id("[CLS]"),
+        end_value=tokenizer.token_to_id("[SEP]"),
+        pad_value=pad_id,
+        truncate="round_robin",
+    )
+
+    def pack(batch_segments, batch_labels):
+        token_ids, segment_ids = packer(tuple(tokenizer(segment) for segment in batch_segments))
+        shape = (batch_labels.shape[0], sequence_length)  # the batch size is static with drop_remainder
+        token_ids = tf.ensure_shape(tf.cast(token_ids, tf.int32), shape)
+        features = {
+            "token_ids": token_ids,
+            "segment_ids": tf.ensure_shape(tf.cast(segment_ids, tf.int32), shape),
+            "padding_mask": tf.cast(token_ids != pad_id, tf.int32),
+        }
+        return features, batch_labels
+
+    dataset = tf.data.Dataset.from_tensor_slices((segments, tf.constant(labels, tf.int32)))
+    if shuffle:
+        dataset = dataset.shuffle(len(texts), seed=seed, reshuffle_each_iteration=True)
+    dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+    return dataset.map(pack, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)

@@ -1,0 +1,92 @@
+import dataclasses
+import itertools
+import json
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from kzoo.data.wikitext import wikitext2_file, wikitext_documents
+from kzoo.models import BertPretrainer
+from kzoo.text.wordpiece import load_vocabulary, wordpiece_tokenizer
+from kzoo.train import bert_finetuning_recipe, bert_pretraining_recipe
+from kzoo.train.bert_finetuning_recipe import FinetuningConfig, dev_scores, load_backbone
+from kzoo.train.bert_pretraining_recipe import PretrainingConfig
+
+ARTICLES = list(itertools.islice(wikitext_documents(wikitext2_file("valid")), 14))
+
+
+CONFIG = PretrainingConfig(
+    preset="bert_tiny", sequence_length=64, batch_size=16, max_predictions=10, learning_rate=2e-3, train_steps=90,
+    steps_per_epoch=30, validation_batches=3,
+)
+
+
+@pytest.fixture(scope="module")
+def pretrained(tmp_path_factory):
+    output = tmp_path_factory.mktemp("pretraining")
+    _, history, results = bert_pretraining_recipe.train(
+        CONFIG, output, verbose=0, train_documents=lambda: ARTICLES[2:], validation_documents=lambda: ARTICLES[:2]
+    )
+    return output, history.history, results
+
+
+def test_pretraining_lowers_the_masked_lm_loss_and_writes_the_run(pretrained):
+    output, history, results = pretrained
+    # The same validation batches (the recipe's seed + 1) through an untrained model of the same size.
+    vocabulary = load_vocabulary(CONFIG.vocabulary)
+    batches = bert_pretraining_recipe.pretraining_batches(
+        CONFIG, wordpiece_tokenizer(vocabulary), lambda: ARTICLES[:2], CONFIG.seed + 1
+    ).take(CONFIG.validation_batches).apply(tf.data.experimental.assert_cardinality(CONFIG.validation_batches))
+    untrained = BertPretrainer(bert_pretraining_recipe.build_backbone(CONFIG, len(vocabulary)))
+    untrained.compile()
+    before = untrained.evaluate(batches, verbose=0, return_dict=True)
+    assert before["mlm_loss"] == pytest.approx(np.log(len(vocabulary)), rel=0.05)  # about uniform
+    assert history["val_mlm_loss"][-1] < before["mlm_loss"] - 1.5, (before, history["val_mlm_loss"])
+    assert history["val_mlm_accuracy"][-1] > 0.03 > before["mlm_accuracy"]
+    assert history["val_loss"] == pytest.approx(np.add(history["val_mlm_loss"], history["val_nsp_loss"]), rel=1e-4)
+    assert results["steps"] == 90
+    assert sorted(p.name for p in (output / "checkpoints").iterdir()) == [f"epoch_00{i}.weights.h5" for i in (1, 2, 3)]
+    assert (output / "vocab.txt").read_text() == open(CONFIG.vocabulary).read()
+    assert json.loads((output / "scores.json").read_text())["val_mlm_loss"] == round(history["val_mlm_loss"][-1], 4)
+
+
+def test_fine_tuning_starts_from_the_pretrained_backbone(pretrained, tmp_path):
+    output, _, _ = pretrained
+    config = FinetuningConfig(task="mrpc", backbone=str(output / "backbone.keras"), sequence_length=64,
+                              train_steps=4, epochs=1, train_examples=64, dev_examples=32)
+    backbone = load_backbone(config, 8192)
+    assert backbone.num_layers == 2 and backbone.hidden_dim == 128
+    with pytest.raises(ValueError, match="8192-token vocabulary"):
+        load_backbone(config, 30522)
+    classifier, results = bert_finetuning_recipe.train(config, tmp_path, verbose=0)
+    assert results["steps"] == 4 and results["backbone"] == config.backbone
+    assert json.loads((tmp_path / "scores.json").read_text())["dev"] == results["dev"]
+    random = load_backbone(FinetuningConfig(), 8192)
+    assert random.num_layers == 4 and random.hidden_dim == 256  # the baseline has bert_mini's size
+
+
+class _FixedLogits:
+    def __init__(self, logits):
+        self.logits = np.asarray(logits, "float32")
+
+    def predict(self, dataset, verbose=0):
+        return self.logits
+
+
+def test_dev_scores_accuracy_and_positive_class_f1():
+    labels = [1, 1, 0, 0, 1]
+    logits = [[0, 1], [1, 0], [0, 1], [1, 0], [0, 1]]  # predictions 1, 0, 1, 0, 1: TP 2, FP 1, FN 1
+    assert dev_scores(_FixedLogits(logits), None, labels) == {"accuracy": 0.6, "f1": round(4 / 6, 4)}
+    assert dev_scores(_FixedLogits([[1, 0]] * 3), None, [0, 0, 0]) == {"accuracy": 1.0, "f1": 0.0}
+
+
+def test_pretraining_continues_from_a_checkpoint(pretrained, tmp_path):
+    output, history, _ = pretrained
+    config = dataclasses.replace(CONFIG, train_steps=2, steps_per_epoch=2, learning_rate=1e-9,
+                                 initial_weights=str(output / "checkpoints" / "epoch_003.weights.h5"))
+    _, continued, _ = bert_pretraining_recipe.train(
+        config, tmp_path, verbose=0, train_documents=lambda: ARTICLES[2:], validation_documents=lambda: ARTICLES[:2]
+    )
+    # Two steps at a learning rate of 1e-9 leave the weights where the first run ended.
+    assert continued.history["val_mlm_loss"][0] == pytest.approx(history["val_mlm_loss"][-1], abs=1e-3)
