@@ -82,7 +82,9 @@ def report(results, pretrained_dir, runs_dir, steps, env):
         f"Pretrained backbone: `{pretrained_dir}/backbone.keras`, made by "
         f"`.venv/bin/python -m kzoo.train.bert_pretraining_recipe --train-steps {pretraining_config['train_steps']} "
         f"--steps-per-epoch {pretraining_config['steps_per_epoch']} --minutes {pretraining_config['minutes']:g} "
-        f"--output {pretrained_dir}`: a {pretraining_config['preset']}-sized BERT (WordPiece vocabulary of 8,192 "
+        + (f"--initial-weights {pretraining_config['initial_weights']} " if pretraining_config.get("initial_weights")
+           else "")
+        + f"--output {pretrained_dir}`: a {pretraining_config['preset']}-sized BERT (WordPiece vocabulary of 8,192 "
         f"learned from WikiText-2), {pretraining['steps']} steps of {pretraining_config['batch_size']} × "
         f"{pretraining_config['sequence_length']} tokens in {pretraining['train_minutes']} minutes on this CPU; at "
         f"the end its validation masked-LM accuracy was {100 * pretraining['val_mlm_accuracy']:.1f}% (loss "
