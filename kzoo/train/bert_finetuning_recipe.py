@@ -68,13 +68,12 @@ def load_backbone(config, vocabulary_size):
 
 def dev_scores(classifier, dataset, labels):
     """Accuracy and F1 of the positive class (1) on a dataset, from the argmax of the logits."""
-    predictions = np.argmax(classifier.predict(dataset, verbose=0), axis=-1)
-    labels = np.asarray(labels)
-    true_positives = int(np.sum((predictions == 1) & (labels == 1)))
-    f1_denominator = int(np.sum(predictions == 1) + np.sum(labels == 1))
+    logits = classifier.predict(dataset, verbose=0)
+    f1 = SparseF1Score()
+    f1.update_state(np.asarray(labels), logits)
     return {
-        "accuracy": round(float(np.mean(predictions == labels)), 4),
-        "f1": round(2 * true_positives / f1_denominator, 4) if f1_denominator else 0.0,
+        "accuracy": round(float(np.mean(np.argmax(logits, axis=-1) == np.asarray(labels))), 4),
+        "f1": round(float(f1.result()), 4),
     }
 
 
