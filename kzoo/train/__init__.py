@@ -1,6 +1,7 @@
-"""Training helpers around Keras `fit`: strategy, losses, metrics and schedules."""
+"""Training helpers around Keras `fit`: strategy, fault tolerance, losses, metrics and schedules."""
 
-from kzoo.train.distribution import strategy
+from kzoo.train.distribution import batches_for, compile_options, strategy
+from kzoo.train.fault_tolerance import StopOnNaN, WorkerBackupAndRestore
 from kzoo.train.losses import MaskedAccuracy, MaskedCrossEntropy
 from kzoo.train.metrics import SparseF1Score
 from kzoo.train.schedules import TransformerSchedule, WarmupLinearDecay

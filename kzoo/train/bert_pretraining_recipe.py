@@ -26,6 +26,7 @@ from kzoo.text.pretraining_data import pretraining_dataset
 from kzoo.text.wordpiece import load_vocabulary, wordpiece_tokenizer
 from kzoo.train.callbacks import TimeBudget
 from kzoo.train.distribution import strategy
+from kzoo.train.fault_tolerance import StopOnNaN, WorkerBackupAndRestore
 from kzoo.train.schedules import WarmupLinearDecay
 
 
@@ -130,6 +131,8 @@ def train(config, output_dir, verbose=1, train_documents=None, validation_docume
             keras.callbacks.TensorBoard(str(output_dir / "logs")),
             keras.callbacks.CSVLogger(str(output_dir / "history.csv")),
             TimeBudget(config.minutes),
+            WorkerBackupAndRestore(output_dir / "backup"),  # killed? the same command resumes from the last epoch
+            StopOnNaN(),
         ],
     )
     pretrainer.backbone.save(output_dir / "backbone.keras")

@@ -23,6 +23,7 @@ from kzoo.models import transformer_small
 from kzoo.text import SubwordTokenizer, translation_batches
 from kzoo.train.callbacks import TimeBudget, average_weights
 from kzoo.train.distribution import strategy
+from kzoo.train.fault_tolerance import StopOnNaN, WorkerBackupAndRestore
 from kzoo.train.losses import MaskedAccuracy, MaskedCrossEntropy
 from kzoo.train.quality import translation_scores
 from kzoo.train.schedules import TransformerSchedule
@@ -128,6 +129,8 @@ def train(config, output_dir, train_pairs, val_pairs, test_pairs=None, verbose=1
             keras.callbacks.CSVLogger(str(output_dir / "history.csv")),
             keras.callbacks.EarlyStopping(monitor="val_loss", patience=config.patience),
             budget,
+            WorkerBackupAndRestore(output_dir / "backup"),  # killed? the same command resumes from the last epoch
+            StopOnNaN(),
         ],
     )
     epochs_run = len(history.history["loss"])
