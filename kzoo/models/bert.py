@@ -4,6 +4,7 @@ from keras import ops
 from kzoo.layers.encoder_block import EncoderBlock
 from kzoo.layers.position_embedding import PositionEmbedding
 from kzoo.layers.token_embedding import TokenEmbedding
+from kzoo.models.bert_checkpoint import load_checkpoint_weights, read_checkpoint
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
@@ -37,11 +38,15 @@ class Bert(keras.Model):
     Outputs:
         A dict with `sequence_output` (batch, seq, hidden_dim) and `pooled_output` (batch, hidden_dim).
 
+    Pretrained weights: `Bert.from_checkpoint(path)` builds the model a Hugging Face or Google BERT checkpoint
+    describes and loads its weights (see `kzoo.models.bert_checkpoint`).
+
     Example:
     ```python
     model = kzoo.models.Bert(vocabulary_size=1000, num_layers=2, hidden_dim=64, num_heads=2)
     outputs = model({"token_ids": np.array([[2, 5, 6, 3]]), "segment_ids": np.zeros((1, 4), "int32"),
                      "padding_mask": np.ones((1, 4), bool)})
+    minilm = kzoo.models.Bert.from_checkpoint("all-MiniLM-L6-v2/")  # a Hugging Face folder
     ```
 
     References:
@@ -153,3 +158,18 @@ class Bert(keras.Model):
     @classmethod
     def from_config(cls, config):
         return cls(**config)
+
+    @classmethod
+    def from_checkpoint(cls, path, **overrides):
+        """A `Bert` with the configuration and weights of a BERT checkpoint.
+
+        `path` is a Hugging Face folder (config.json, model.safetensors or pytorch_model.bin), a Google folder
+        (bert_config.json, bert_model.ckpt.*), or the name of a published Google release such as
+        "uncased_L-4_H-512_A-8", downloaded once (`kzoo.models.bert_weights`). `overrides` are `Bert` arguments
+        other than sizes: `dropout`, `dtype`, `name`, `activation`. Missing, unexpected or misshapen tensors are
+        errors; see `kzoo.models.bert_checkpoint`.
+        """
+        checkpoint = read_checkpoint(path)
+        model = cls(**checkpoint.bert_arguments(**overrides))
+        load_checkpoint_weights(model, checkpoint)
+        return model

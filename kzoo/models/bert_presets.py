@@ -1,6 +1,8 @@
-"""The published BERT sizes (google-research/bert), as functions. Each returns a freshly initialised `Bert`;
-keyword overrides win. Intermediate size 4 × hidden, vocabulary 30,522, 512 positions."""
+"""The published BERT sizes (google-research/bert), as functions. Each returns a `Bert`, freshly initialised or,
+with `weights=`, loaded from a checkpoint of that size; keyword overrides win. Intermediate size 4 × hidden,
+vocabulary 30,522, 512 positions (a checkpoint's own vocabulary and sizes come with it)."""
 
+from kzoo.models import bert_weights
 from kzoo.models.bert import Bert
 
 SIZES = {
@@ -14,14 +16,26 @@ SIZES = {
 
 
 def _preset(name):
-    def build(**overrides):
-        return Bert(**{**SIZES[name], "name": name, **overrides})
+    def build(weights=None, **overrides):
+        arguments = {**SIZES[name], "name": name, **overrides}
+        if weights is None:
+            return Bert(**arguments)
+        release = bert_weights.find_release(weights)
+        if release is not None and release.sizes != SIZES[name]:  # checked before downloading
+            raise ValueError(
+                f"{name} is {SIZES[name]}, but the release {weights!r} is {release.sizes}. Use the preset of that "
+                f"size, or kzoo.models.Bert.from_checkpoint({weights!r})."
+            )
+        return Bert.from_checkpoint(weights, **arguments)
 
     size = SIZES[name]
     build.__name__ = build.__qualname__ = name
     build.__doc__ = (
         f"BERT {name.split('_')[1].capitalize()}: {size['num_layers']} layers, hidden {size['hidden_dim']}, "
-        f"{size['num_heads']} heads (google-research/bert). Keyword arguments override any `Bert` argument."
+        f"{size['num_heads']} heads (google-research/bert). `weights`: a checkpoint folder, or the name of a Google "
+        f"release of this size such as "
+        f"\"uncased_L-{size['num_layers']}_H-{size['hidden_dim']}_A-{size['num_heads']}\", "
+        "loaded with `Bert.from_checkpoint`. Keyword arguments override any `Bert` argument."
     )
     return build
 

@@ -1,6 +1,8 @@
 import keras
 
 from kzoo.layers.masked_lm_head import MaskedLMHead
+from kzoo.models.bert import Bert
+from kzoo.models.bert_checkpoint import load_checkpoint_weights, read_checkpoint
 from kzoo.models.bert_task import BertTask
 from kzoo.train.losses import MaskedAccuracy
 
@@ -34,6 +36,7 @@ class BertPretrainer(BertTask):
     pretrainer = kzoo.models.BertPretrainer(kzoo.bert_tiny(vocabulary_size=8192))
     pretrainer.compile()
     pretrainer.fit(kzoo.text.pretraining_dataset(...), epochs=1)
+    pretrained = kzoo.models.BertPretrainer.from_checkpoint("uncased_L-4_H-512_A-8")  # with Google's heads
     ```
 
     References:
@@ -84,3 +87,16 @@ class BertPretrainer(BertTask):
 
     def head_config(self):
         return {"activation": self.activation}
+
+    @classmethod
+    def from_checkpoint(cls, path, **overrides):
+        """A `BertPretrainer` with the encoder and both pretraining heads of a BERT checkpoint.
+
+        The checkpoint must hold the heads: Google's releases and Hugging Face `BertForPreTraining` folders do
+        (`cls/predictions/*`, `cls/seq_relationship/*`); encoder-only ones such as all-MiniLM-L6-v2 do not, and
+        the error says so. `path` and `overrides` are as for `Bert.from_checkpoint`; `overrides` go to the backbone.
+        """
+        checkpoint = read_checkpoint(path)
+        pretrainer = cls(Bert(**checkpoint.bert_arguments(**overrides)))
+        load_checkpoint_weights(pretrainer, checkpoint)
+        return pretrainer

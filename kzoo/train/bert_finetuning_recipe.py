@@ -2,9 +2,10 @@
 
     python -m kzoo.train.bert_finetuning_recipe --task sst2 --backbone runs/bert_pretraining/backbone.keras \\
         --output runs/sst2
+    python -m kzoo.train.bert_finetuning_recipe --task sst2 --checkpoint path/to/all-MiniLM-L6-v2 --output runs/sst2
 
 loads the pretrained backbone (or, without --backbone, initialises one of the same size at random: the ablation's
-baseline), adds `BertClassifier`'s head, trains with AdamW and BERT's warm-up/linear-decay schedule for a fixed
+baseline; or, with --checkpoint, a public BERT checkpoint with its own tokenizer), adds `BertClassifier`'s head, trains with AdamW and BERT's warm-up/linear-decay schedule for a fixed
 number of steps inside the strategy kzoo picks, evaluates on the dev split after every epoch, and writes the
 classifier, the configuration, the history and the dev scores to the output folder.
 """
@@ -22,10 +23,13 @@ import numpy as np
 from kzoo.data.glue import glue
 from kzoo.data.wikitext import WIKITEXT2_DIR
 from kzoo.models import BertClassifier
-from kzoo.text.classification_batches import classification_dataset
+from kzoo.models import Bert
+from kzoo.text.bert_preprocessor import BertPreprocessor
+from kzoo.text.classification_batches import classification_dataset, preprocessed_dataset, trim_to_longest
 from kzoo.text.wordpiece import load_vocabulary, wordpiece_tokenizer
 from kzoo.train.bert_pretraining_recipe import PretrainingConfig, build_backbone
 from kzoo.train.distribution import strategy
+from kzoo.train.fault_tolerance import StopOnNaN, WorkerBackupAndRestore
 from kzoo.train.metrics import SparseF1Score
 from kzoo.train.schedules import WarmupLinearDecay
 
@@ -38,6 +42,7 @@ class FinetuningConfig:
 
     task: str = "sst2"
     backbone: str = ""  # a pretrained backbone (.keras); "" builds a randomly initialised one, as pretraining does
+    checkpoint: str = ""  # a public checkpoint (Hugging Face or Google folder, or release name): backbone + tokenizer
     preset: str = "bert_mini"  # the size of that randomly initialised backbone
     vocabulary: str = str(WIKITEXT2_DIR / "vocab.txt")
     sequence_length: int = 0  # 0: the task's default (TASK_SEQUENCE_LENGTHS)
@@ -50,11 +55,14 @@ class FinetuningConfig:
     dev_examples: int = 0  # 0: the whole dev split
     dropout: float = 0.1
     seed: int = 1337
+    trim_padding: bool = False  # cut each batch to its longest example (same outputs, less work on short texts)
 
 
 def load_backbone(config, vocabulary_size):
     """The pretrained backbone at `config.backbone`, or, for the from-scratch baseline, a fresh one built exactly as
     the pretraining recipe builds its own."""
+    if config.checkpoint:
+        return Bert.from_checkpoint(config.checkpoint, dropout=config.dropout)
     if config.backbone:
         backbone = keras.saving.load_model(config.backbone)
         if backbone.vocabulary_size != vocabulary_size:
@@ -64,6 +72,31 @@ def load_backbone(config, vocabulary_size):
             )
         return backbone
     return build_backbone(PretrainingConfig(preset=config.preset, dropout=config.dropout), vocabulary_size)
+
+
+def trim_to_longest_batch(features, labels):
+    return trim_to_longest(features), labels
+
+
+def text_batches(config, sequence_length):
+    """A function making the task's batches from texts, and the vocabulary size: the checkpoint's own tokenizer
+    (`BertPreprocessor`) with --checkpoint, else WordPiece with `config.vocabulary` (the pretraining recipe's)."""
+    if config.checkpoint:
+        preprocessor = BertPreprocessor.from_checkpoint(config.checkpoint, sequence_length=sequence_length)
+
+        def batches(texts, labels, **options):
+            return preprocessed_dataset(texts, labels, preprocessor, config.batch_size,
+                                        trim_padding=config.trim_padding, **options)
+
+        return batches, len(preprocessor.vocabulary)
+    vocabulary = load_vocabulary(config.vocabulary)
+    tokenizer = wordpiece_tokenizer(vocabulary)
+
+    def batches(texts, labels, **options):
+        dataset = classification_dataset(texts, labels, tokenizer, sequence_length, config.batch_size, **options)
+        return dataset.map(trim_to_longest_batch) if config.trim_padding else dataset
+
+    return batches, len(vocabulary)
 
 
 def dev_scores(classifier, dataset, labels):
@@ -88,8 +121,8 @@ def train(config, output_dir, verbose=1):
     (output_dir / "config.json").write_text(json.dumps(dataclasses.asdict(config), indent=2) + "\n")
     started = time.monotonic()
 
-    vocabulary = load_vocabulary(config.vocabulary)
-    tokenizer = wordpiece_tokenizer(vocabulary)
+    if config.checkpoint and config.backbone:
+        raise ValueError(f"checkpoint={config.checkpoint!r} and backbone={config.backbone!r}: give one of them.")
     sequence_length = config.sequence_length or TASK_SEQUENCE_LENGTHS[config.task]
     train_split, dev_split = glue(config.task, "train"), glue(config.task, "dev")
     train_split = train_split._replace(**{
@@ -99,14 +132,10 @@ def train(config, output_dir, verbose=1):
     })
     dev_labels = dev_split.labels[: config.dev_examples or None]
     dev_second = dev_split.second_texts[: len(dev_labels)] if dev_split.second_texts else None
-    train_data = classification_dataset(
-        train_split.texts, train_split.labels, tokenizer, sequence_length, config.batch_size,
-        second_texts=train_split.second_texts, shuffle=True, seed=config.seed, drop_remainder=True,
-    )
-    dev_data = classification_dataset(
-        dev_split.texts[: len(dev_labels)], dev_labels, tokenizer, sequence_length, config.batch_size,
-        second_texts=dev_second,
-    )
+    batches, vocabulary_size = text_batches(config, sequence_length)
+    train_data = batches(train_split.texts, train_split.labels, second_texts=train_split.second_texts, shuffle=True,
+                         seed=config.seed, drop_remainder=True)
+    dev_data = batches(dev_split.texts[: len(dev_labels)], dev_labels, second_texts=dev_second)
     steps_per_pass = len(train_split.labels) // config.batch_size
     total_steps = config.train_steps or config.epochs * steps_per_pass
     steps_per_epoch = math.ceil(total_steps / config.epochs)
@@ -114,15 +143,16 @@ def train(config, output_dir, verbose=1):
           f"{config.batch_size} ({total_steps * config.batch_size / len(train_split.labels):.2f} passes)", flush=True)
 
     with strategy().scope():
-        backbone = load_backbone(config, len(vocabulary))
+        backbone = load_backbone(config, vocabulary_size)
         classifier = BertClassifier(backbone, num_classes=len(train_split.label_names), dropout=config.dropout)
         schedule = WarmupLinearDecay(config.learning_rate, total_steps, int(config.warmup_fraction * total_steps))
         classifier.compile(
             optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01, epsilon=1e-6),
             metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy"), SparseF1Score(name="f1")],
         )
+    source = config.checkpoint or config.backbone
     print(f"classifier: {classifier.count_params():,} parameters, backbone "
-          f"{'from ' + config.backbone if config.backbone else 'randomly initialised'}", flush=True)
+          f"{'from ' + source if source else 'randomly initialised'}", flush=True)
     history = classifier.fit(
         train_data.repeat(),
         steps_per_epoch=steps_per_epoch,
@@ -130,14 +160,18 @@ def train(config, output_dir, verbose=1):
         validation_data=dev_data,
         shuffle=False,  # the pipeline shuffles; Keras cannot shuffle a tf.data.Dataset
         verbose=verbose,
-        callbacks=[keras.callbacks.CSVLogger(str(output_dir / "history.csv"))],
+        callbacks=[
+            keras.callbacks.CSVLogger(str(output_dir / "history.csv")),
+            WorkerBackupAndRestore(output_dir / "backup"),  # killed? the same command resumes from the last epoch
+            StopOnNaN(),
+        ],
     )
     train_minutes = round((time.monotonic() - started) / 60, 1)
     classifier.save(output_dir / "classifier.keras")
 
     results = {
         "task": config.task,
-        "backbone": config.backbone or "random",
+        "backbone": config.checkpoint or config.backbone or "random",
         "steps": steps_per_epoch * config.epochs,
         "train_minutes": train_minutes,
         "dev_accuracy_per_epoch": [round(v, 4) for v in history.history["val_accuracy"]],
@@ -154,7 +188,8 @@ def main(argv=None):
     parser.add_argument("--output", required=True, help="run folder: classifier, config, history, scores")
     parser.add_argument("--verbose", type=int, default=1, help="Keras progress: 1 bar, 2 a line per epoch")
     for field in dataclasses.fields(FinetuningConfig):
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=field.type, default=field.default)
+        kind = (lambda text: text.lower() in ("1", "true", "yes")) if field.type is bool else field.type
+        parser.add_argument(f"--{field.name.replace('_', '-')}", type=kind, default=field.default)
     args = parser.parse_args(argv)
     config = FinetuningConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(FinetuningConfig)})
     train(config, args.output, verbose=args.verbose)

@@ -3,7 +3,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from kzoo.text import classification_dataset
+from kzoo.text import classification_dataset, preprocessed_dataset
 
 VOCABULARY = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "the", "cat", "sat", "on", "mat", "a", "dog", "ran", "##s",
               "."]
@@ -112,3 +112,38 @@ def test_bad_inputs_are_clear_errors(tokenizer):
     with pytest.raises(ValueError, match=r"\[CLS\]"):
         classification_dataset(["a"], [0], no_cls, 8, 2)
     assert isinstance(classification_dataset(["a"], [0], tokenizer, 8, 2), tf.data.Dataset)
+
+
+def packing_preprocessor(tokenizer, sequence_length):
+    """A preprocessor built from the same pieces as `classification_dataset`, to compare the two paths."""
+    packer = keras_hub.layers.MultiSegmentPacker(sequence_length, start_value=CLS, end_value=SEP, pad_value=0)
+
+    def preprocess(*segments):
+        token_ids, segment_ids = packer(tuple(tokenizer(segment) for segment in segments))
+        return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": tf.cast(token_ids != 0, "int32")}
+
+    return preprocess
+
+
+@pytest.mark.parametrize("pairs", [False, True])
+def test_preprocessed_batches_are_trimmed_to_their_longest_example(tokenizer, pairs):
+    texts = ["the cat", "a dog ran", "the cat sat on a mat", "dogs"]
+    second = ["a mat", "the", "cat", "dogs ran on the mat"] if pairs else None
+    preprocess = packing_preprocessor(tokenizer, 16)
+    full = batches(classification_dataset(texts, [0, 1, 2, 3], tokenizer, 16, 2, second_texts=second))
+    trimmed = batches(preprocessed_dataset(texts, [0, 1, 2, 3], preprocess, 2, second_texts=second))
+    untrimmed = batches(preprocessed_dataset(texts, [0, 1, 2, 3], preprocess, 2, second_texts=second,
+                                             trim_padding=False))
+    for (full_features, full_labels), (features, labels), (padded, _) in zip(full, trimmed, untrimmed):
+        np.testing.assert_array_equal(labels, full_labels)
+        longest = full_features["padding_mask"].sum(1).max()
+        for name, value in features.items():
+            assert value.shape == (2, longest) and value.dtype == np.int32
+            np.testing.assert_array_equal(value, full_features[name][:, :longest])  # only padding was cut
+            np.testing.assert_array_equal(padded[name], full_features[name])
+    assert [f["token_ids"].shape[1] for f, _ in trimmed] == ([7, 11] if pairs else [5, 8])
+
+
+def test_preprocessed_dataset_checks_its_columns(tokenizer):
+    with pytest.raises(ValueError, match="labels has 1 entries but texts has 2"):
+        preprocessed_dataset(["a", "b"], [0], packing_preprocessor(tokenizer, 8), 2)

