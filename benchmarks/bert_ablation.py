@@ -45,8 +45,33 @@ def run_arms(pretrained_dir, runs_dir, steps, reuse=False):
 def _same_run(run_dir, config):
     """Whether the run in `run_dir` had `config`, apart from where the vocabulary file lives."""
     saved = json.loads((run_dir / "config.json").read_text())
+    defaults = dataclasses.asdict(FinetuningConfig())  # for fields added since that run was made
     ours = dataclasses.asdict(config)
-    return all(saved.get(key) == value for key, value in ours.items() if key != "vocabulary")
+    return all(saved.get(key, defaults[key]) == value for key, value in ours.items() if key != "vocabulary")
+
+
+def pretraining_summary(pretrained_dir, pretraining, config):
+    """Where the pretrained backbone came from: the CPU recipe, or benchmarks/bert_pretraining_accelerator.py."""
+    scores = (f"at the end its validation masked-LM accuracy was {100 * pretraining['val_mlm_accuracy']:.1f}% (loss "
+              f"{pretraining['val_mlm_loss']:.2f}) and next-sentence accuracy {100 * pretraining['val_nsp_accuracy']:.1f}%.")
+    size = (f"a {config['preset']}-sized BERT (WordPiece vocabulary of 8,192 learned from WikiText-2), "
+            f"{pretraining['steps']:,} steps of {config['batch_size']} × {config['sequence_length']} tokens")
+    if "backend" in pretraining:  # pretrained on an accelerator through Keras's JAX backend
+        return (
+            f"Pretrained backbone: `{pretrained_dir}/backbone.keras`, made by `benchmarks/bert_pretraining_accelerator.py` "
+            f"(export here, `train --batch-size {config['batch_size']} --learning-rate {config['learning_rate']:g} "
+            f"--warmup-fraction {config['warmup_fraction']:g}` on one {', '.join(pretraining['device'])} GPU "
+            f"(an NVIDIA H200) with Keras's {pretraining['backend']} backend, `import` here; see that script's "
+            f"docstring): {size} in {pretraining['train_minutes']} minutes, the weights of its best validation "
+            f"epoch, evaluated again here with TensorFlow; {scores}"
+        )
+    return (
+        f"Pretrained backbone: `{pretrained_dir}/backbone.keras`, made by "
+        f"`.venv/bin/python -m kzoo.train.bert_pretraining_recipe --train-steps {config['train_steps']} "
+        f"--steps-per-epoch {config['steps_per_epoch']} --minutes {config['minutes']:g} "
+        + (f"--initial-weights {config['initial_weights']} " if config.get("initial_weights") else "")
+        + f"--output {pretrained_dir}`: {size} in {pretraining['train_minutes']} minutes on this CPU; {scores}"
+    )
 
 
 def report(results, pretrained_dir, runs_dir, steps, env):
@@ -79,16 +104,7 @@ def report(results, pretrained_dir, runs_dir, steps, env):
         f"CPU: {env['cpu']}  ",
         f"Versions: {env['versions']}",
         "",
-        f"Pretrained backbone: `{pretrained_dir}/backbone.keras`, made by "
-        f"`.venv/bin/python -m kzoo.train.bert_pretraining_recipe --train-steps {pretraining_config['train_steps']} "
-        f"--steps-per-epoch {pretraining_config['steps_per_epoch']} --minutes {pretraining_config['minutes']:g} "
-        + (f"--initial-weights {pretraining_config['initial_weights']} " if pretraining_config.get("initial_weights")
-           else "")
-        + f"--output {pretrained_dir}`: a {pretraining_config['preset']}-sized BERT (WordPiece vocabulary of 8,192 "
-        f"learned from WikiText-2), {pretraining['steps']} steps of {pretraining_config['batch_size']} × "
-        f"{pretraining_config['sequence_length']} tokens in {pretraining['train_minutes']} minutes on this CPU; at "
-        f"the end its validation masked-LM accuracy was {100 * pretraining['val_mlm_accuracy']:.1f}% (loss "
-        f"{pretraining['val_mlm_loss']:.2f}) and next-sentence accuracy {100 * pretraining['val_nsp_accuracy']:.1f}%.",
+        pretraining_summary(pretrained_dir, pretraining, pretraining_config),
         "",
         "Both arms of a task share everything else: the recipe's defaults (AdamW at a peak of 1e-4, 10% warm-up then "
         "linear decay, weight decay 0.01, batch 32, dropout 0.1, SST-2 at 64 tokens and MRPC at 128), the number of "
