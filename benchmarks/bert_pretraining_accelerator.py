@@ -112,9 +112,8 @@ def original_tokens(features, labels):
     return tokens
 
 
-def random_ids(vocabulary_file):
+def random_ids(tokens):
     """Ids a random replacement may take: every token but the reserved and [unusedN] ones, as kzoo's pipeline."""
-    tokens = pathlib.Path(vocabulary_file).read_text(encoding="utf-8").splitlines()
     return np.array([i for i, token in enumerate(tokens) if not re.fullmatch(r"\[\w+\]", token)], np.int32)
 
 
@@ -248,8 +247,8 @@ def train(shards, output, minutes, batch_size, learning_rate, warmup_fraction, s
     models, schedules = import_kzoo_models()
     config = json.loads((pathlib.Path(shards) / "config.json").read_text())
     vocabulary_file = REPO / "data/wikitext2/vocab.txt"
-    vocabulary_size = len(vocabulary_file.read_text(encoding="utf-8").splitlines())
-    replacement_ids = random_ids(vocabulary_file)
+    tokens = vocabulary_file.read_text(encoding="utf-8").splitlines()  # kzoo.text.wordpiece needs TensorFlow
+    vocabulary_size, replacement_ids = len(tokens), random_ids(tokens)
     x, y, _ = load_split(shards, "train")
     check_remask(x, y, replacement_ids)
     validation = load_split(shards, "valid")  # kzoo's own masks: the recipe's fixed validation set
@@ -331,15 +330,16 @@ def load_weight_parts(folder):
 
 
 def import_run(shards, weights, output):
-    from kzoo.train import bert_pretraining_recipe as recipe
     from kzoo.models import BertPretrainer
+    from kzoo.text.wordpiece import load_vocabulary
+    from kzoo.train import bert_pretraining_recipe as recipe
 
     run = json.loads((pathlib.Path(weights) / "accelerator_run.json").read_text())
     config = recipe.PretrainingConfig(**json.loads((pathlib.Path(shards) / "config.json").read_text()))
     config = dataclasses.replace(config, batch_size=run["batch_size"], learning_rate=run["learning_rate"],
                                  warmup_fraction=run["warmup_fraction"], train_steps=run["steps"],
                                  minutes=run["train_minutes"])
-    vocabulary_size = sum(1 for _ in open(config.vocabulary, encoding="utf-8"))
+    vocabulary_size = len(load_vocabulary(config.vocabulary))
     pretrainer = BertPretrainer(recipe.build_backbone(config, vocabulary_size))
     pretrainer.compile()
     pretrainer.set_weights(load_weight_parts(weights))

@@ -5,7 +5,7 @@ import tensorflow as tf
 
 
 def classification_dataset(texts, labels, tokenizer, sequence_length, batch_size, second_texts=None, shuffle=False,
-                           seed=0, drop_remainder=False):
+                           seed=0, drop_remainder=False, trim_padding=False):
     """A `tf.data.Dataset` of ({"token_ids", "segment_ids", "padding_mask"}, labels) batches for a BERT classifier.
 
     Each batch of strings is tokenized inside the pipeline and packed by `keras_hub.layers.MultiSegmentPacker` into
@@ -26,6 +26,7 @@ def classification_dataset(texts, labels, tokenizer, sequence_length, batch_size
         shuffle: bool. Shuffle the examples, in a new order every epoch. Defaults to False.
         seed: int. Shuffling seed: the same seed gives the same orders. Defaults to 0.
         drop_remainder: bool. Drop the last batch if it is smaller than `batch_size`. Defaults to False.
+        trim_padding: bool. Cut each batch to its longest example (see `preprocessed_dataset`). Defaults to False.
 
     Returns:
         A dataset of (features, labels): `token_ids`, `segment_ids` and `padding_mask` (1 for real tokens, 0 for
@@ -62,7 +63,7 @@ def classification_dataset(texts, labels, tokenizer, sequence_length, batch_size
             "segment_ids": tf.ensure_shape(tf.cast(segment_ids, tf.int32), shape),
             "padding_mask": tf.cast(token_ids != pad_id, tf.int32),
         }
-        return features, batch_labels
+        return (trim_to_longest(features) if trim_padding else features), batch_labels
 
     dataset = _example_batches(segments, labels, batch_size, shuffle, seed, drop_remainder)
     return dataset.map(pack, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)

@@ -25,9 +25,10 @@ from kzoo.data.wikitext import WIKITEXT2_DIR
 from kzoo.models import BertClassifier
 from kzoo.models import Bert
 from kzoo.text.bert_preprocessor import BertPreprocessor
-from kzoo.text.classification_batches import classification_dataset, preprocessed_dataset, trim_to_longest
+from kzoo.text.classification_batches import classification_dataset, preprocessed_dataset
 from kzoo.text.wordpiece import load_vocabulary, wordpiece_tokenizer
 from kzoo.train.bert_pretraining_recipe import PretrainingConfig, build_backbone
+from kzoo.train.config_arguments import add_config_arguments, config_from_arguments
 from kzoo.train.distribution import strategy
 from kzoo.train.fault_tolerance import StopOnNaN, WorkerBackupAndRestore
 from kzoo.train.metrics import SparseF1Score
@@ -74,10 +75,6 @@ def load_backbone(config, vocabulary_size):
     return build_backbone(PretrainingConfig(preset=config.preset, dropout=config.dropout), vocabulary_size)
 
 
-def trim_to_longest_batch(features, labels):
-    return trim_to_longest(features), labels
-
-
 def text_batches(config, sequence_length):
     """A function making the task's batches from texts, and the vocabulary size: the checkpoint's own tokenizer
     (`BertPreprocessor`) with --checkpoint, else WordPiece with `config.vocabulary` (the pretraining recipe's)."""
@@ -93,8 +90,8 @@ def text_batches(config, sequence_length):
     tokenizer = wordpiece_tokenizer(vocabulary)
 
     def batches(texts, labels, **options):
-        dataset = classification_dataset(texts, labels, tokenizer, sequence_length, config.batch_size, **options)
-        return dataset.map(trim_to_longest_batch) if config.trim_padding else dataset
+        return classification_dataset(texts, labels, tokenizer, sequence_length, config.batch_size,
+                                      trim_padding=config.trim_padding, **options)
 
     return batches, len(vocabulary)
 
@@ -187,11 +184,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", required=True, help="run folder: classifier, config, history, scores")
     parser.add_argument("--verbose", type=int, default=1, help="Keras progress: 1 bar, 2 a line per epoch")
-    for field in dataclasses.fields(FinetuningConfig):
-        kind = (lambda text: text.lower() in ("1", "true", "yes")) if field.type is bool else field.type
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=kind, default=field.default)
+    add_config_arguments(parser, FinetuningConfig)
     args = parser.parse_args(argv)
-    config = FinetuningConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(FinetuningConfig)})
+    config = config_from_arguments(args, FinetuningConfig)
     train(config, args.output, verbose=args.verbose)
 
 

@@ -25,6 +25,7 @@ from kzoo.models import BertPretrainer, bert_presets
 from kzoo.text.pretraining_data import pretraining_dataset
 from kzoo.text.wordpiece import load_vocabulary, wordpiece_tokenizer
 from kzoo.train.callbacks import TimeBudget
+from kzoo.train.config_arguments import add_config_arguments, config_from_arguments
 from kzoo.train.distribution import strategy
 from kzoo.train.fault_tolerance import StopOnNaN, WorkerBackupAndRestore
 from kzoo.train.schedules import WarmupLinearDecay
@@ -150,11 +151,9 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", required=True, help="run folder: backbone, vocabulary, checkpoints, logs, scores")
     parser.add_argument("--verbose", type=int, default=1, help="Keras progress: 1 bar, 2 a line per epoch")
-    for field in dataclasses.fields(PretrainingConfig):
-        kind = (lambda text: text.lower() in ("1", "true", "yes")) if field.type is bool else field.type
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=kind, default=field.default)
+    add_config_arguments(parser, PretrainingConfig)
     args = parser.parse_args(argv)
-    config = PretrainingConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(PretrainingConfig)})
+    config = config_from_arguments(args, PretrainingConfig)
     train(config, args.output, verbose=args.verbose)
 
 

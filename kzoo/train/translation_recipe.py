@@ -22,6 +22,7 @@ from kzoo.data import multi30k, read_parallel
 from kzoo.models import transformer_small
 from kzoo.text import SubwordTokenizer, translation_batches
 from kzoo.train.callbacks import TimeBudget, average_weights
+from kzoo.train.config_arguments import add_config_arguments, config_from_arguments
 from kzoo.train.distribution import strategy
 from kzoo.train.fault_tolerance import StopOnNaN, WorkerBackupAndRestore
 from kzoo.train.losses import MaskedAccuracy, MaskedCrossEntropy
@@ -165,11 +166,10 @@ def main(argv=None):
     parser.add_argument("--val", nargs=2, metavar=("SOURCE", "TARGET"), help="parallel validation files")
     parser.add_argument("--test", nargs=2, metavar=("SOURCE", "TARGET"), help="parallel test files")
     parser.add_argument("--verbose", type=int, default=1, help="Keras progress: 1 bar, 2 a line per epoch")
-    for field in dataclasses.fields(TranslationConfig):
-        parser.add_argument(f"--{field.name.replace('_', '-')}", type=field.type, default=field.default)
+    add_config_arguments(parser, TranslationConfig)
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")
-    config = TranslationConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(TranslationConfig)})
+    config = config_from_arguments(args, TranslationConfig)
     train_pairs = read_parallel(*args.train) if args.train else multi30k("train")
     val_pairs = read_parallel(*args.val) if args.val else multi30k("val")
     test_pairs = read_parallel(*args.test) if args.test else (None if args.train else multi30k("test_2016_flickr"))
