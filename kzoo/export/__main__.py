@@ -1,4 +1,13 @@
-"""`python -m kzoo.export --run RUN --output saved_models/NAME`: a training run's translator as a SavedModel."""
+"""Export a training run, or a public BERT checkpoint, as a raw-text SavedModel version.
+
+    python -m kzoo.export --run runs/multi30k --output saved_models/transformer_multi30k_en_de   # translator
+    python -m kzoo.export --run runs/minilm_sst2 --output saved_models/minilm_sst2              # classifier
+    python -m kzoo.export --checkpoint path/to/all-MiniLM-L6-v2 --output saved_models/minilm_embedder
+
+A run folder of `kzoo.train.translation_recipe` (model.keras, tokenizer.model) becomes a translator, one of
+`kzoo.train.bert_finetuning_recipe --checkpoint ...` (classifier.keras, config.json) a text classifier with the
+checkpoint's tokenizer; `--checkpoint` alone makes a sentence embedder. The version is written inside --output.
+"""
 
 import argparse
 import json
@@ -6,25 +15,78 @@ import pathlib
 
 import keras
 
+from kzoo.export.classifier_export import export_classifier
+from kzoo.export.embedder_export import POOLINGS, export_embedder
 from kzoo.export.translator_export import export_translator
-from kzoo.text import SubwordTokenizer
-from kzoo.translator import Translator
 
 
-def main(argv=None):
-    """Export a finished training run (`python -m kzoo.train.translation_recipe --output RUN`) as a SavedModel."""
-    parser = argparse.ArgumentParser(description=main.__doc__)
-    parser.add_argument("--run", required=True, help="the run folder: model.keras, tokenizer.model, config.json")
-    parser.add_argument("--output", required=True, help="the model's folder; the version is written inside it")
-    parser.add_argument("--version", type=int, help="defaults to one more than the highest existing version")
-    args = parser.parse_args(argv)
-    run = pathlib.Path(args.run)
+def export_translation_run(run, output, version=None):
+    from kzoo.text import SubwordTokenizer
+    from kzoo.translator import Translator
+
     config = json.loads((run / "config.json").read_text())
     model = keras.saving.load_model(run / "model.keras", compile=False)  # no optimizer state in the export
     tokenizer = SubwordTokenizer.load(run / "tokenizer.model")
     translator = Translator(model, tokenizer, method="beam", beam_size=config["beam_size"],
                             length_penalty=config["length_penalty"], max_source_length=config["max_length"])
-    print(export_translator(translator, args.output, args.version))
+    return export_translator(translator, output, version)
+
+
+def export_classification_run(run, output, version=None, checkpoint=None):
+    from kzoo.data.glue import GLUE_TASKS
+    from kzoo.text.bert_preprocessor import BertPreprocessor
+    from kzoo.train.bert_finetuning_recipe import TASK_SEQUENCE_LENGTHS
+
+    config = json.loads((run / "config.json").read_text())
+    checkpoint = checkpoint or config.get("checkpoint")
+    if not checkpoint:
+        raise ValueError(
+            f"{run} was fine-tuned from a backbone pretrained by kzoo's recipe, whose tokenizer is keras-hub's WordPiece, "
+            "not BertPreprocessor: export it from Python with kzoo.export.export_classifier and a preprocessor that "
+            "tokenizes as that run did; or pass --checkpoint if the run's tokenizer is a checkpoint's."
+        )
+    sequence_length = config.get("sequence_length") or TASK_SEQUENCE_LENGTHS[config["task"]]
+    preprocessor = BertPreprocessor.from_checkpoint(checkpoint, sequence_length=sequence_length)
+    classifier = keras.saving.load_model(run / "classifier.keras", compile=False)
+    task = GLUE_TASKS[config["task"]]
+    return export_classifier(classifier, preprocessor, task.label_names, output, version,
+                             pair=task.second_text is not None)
+
+
+def export_checkpoint_embedder(checkpoint, output, version=None, pooling="mean", sequence_length=128):
+    from kzoo.models import Bert
+    from kzoo.text.bert_preprocessor import BertPreprocessor
+
+    backbone = Bert.from_checkpoint(checkpoint)
+    preprocessor = BertPreprocessor.from_checkpoint(checkpoint, sequence_length=sequence_length)
+    return export_embedder(backbone, preprocessor, output, version, pooling=pooling)
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--run", help="a training run folder (translation or fine-tuning recipe)")
+    parser.add_argument("--checkpoint", help="a public BERT checkpoint: alone, exports a sentence embedder; with a "
+                                             "fine-tuning --run, the tokenizer to use")
+    parser.add_argument("--output", required=True, help="the model's folder; the version is written inside it")
+    parser.add_argument("--version", type=int, help="defaults to one more than the highest existing version")
+    parser.add_argument("--pooling", default="mean", choices=POOLINGS, help="embedder pooling")
+    parser.add_argument("--sequence-length", type=int, default=128, help="embedder: longer texts are truncated")
+    args = parser.parse_args(argv)
+    if args.run:
+        run = pathlib.Path(args.run)
+        if (run / "model.keras").is_file() and (run / "tokenizer.model").is_file():
+            path = export_translation_run(run, args.output, args.version)
+        elif (run / "classifier.keras").is_file():
+            path = export_classification_run(run, args.output, args.version, args.checkpoint)
+        else:
+            parser.error(f"{run} has neither model.keras + tokenizer.model (a translation run) nor classifier.keras "
+                         "(a fine-tuning run)")
+    elif args.checkpoint:
+        path = export_checkpoint_embedder(args.checkpoint, args.output, args.version, args.pooling,
+                                          args.sequence_length)
+    else:
+        parser.error("pass --run (a training run) or --checkpoint (a BERT checkpoint, exported as an embedder)")
+    print(path)
 
 
 if __name__ == "__main__":

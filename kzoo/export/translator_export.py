@@ -2,7 +2,7 @@
 
 import tensorflow as tf
 
-from kzoo.export.versioned_dir import new_version, next_version
+from kzoo.export.saved_model_writer import write_saved_model
 
 
 def export_translator(translator, base_dir, version=None):
@@ -11,16 +11,11 @@ def export_translator(translator, base_dir, version=None):
     The SavedModel's `serving_default` signature takes `text` (tf.string, [batch]) and returns `translation`
     (tf.string, [batch]); tokenization, decoding and detokenization are all in the graph, which needs TensorFlow and
     tensorflow-text ops only (import `tensorflow_text` before loading it in Python; TF Serving links those ops in).
-
-    The `Translator` is a `tf.Module` that tracks the model and the tokenizer, so `tf.saved_model.save` writes each
-    variable once; `keras.export.ExportArchive` wrote every weight twice (under `variables/` and `_all_variables/`),
-    doubling the artifact.
+    Each variable is written once (`keras.export.ExportArchive` wrote every weight twice, doubling the artifact).
     """
-    version = next_version(base_dir) if version is None else version
-    serve = tf.function(
-        lambda text: {"translation": translator.translate_tensor(text)},
-        input_signature=[tf.TensorSpec([None], tf.string, name="text")],
-    )
-    with new_version(base_dir, version) as staging:
-        tf.saved_model.save(translator, str(staging), signatures={"serving_default": serve})
-    return f"{base_dir}/{version}"
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string, name="text")])
+    def serve(text):
+        return {"translation": translator.translate_tensor(tf.ensure_shape(text, [None]))}
+
+    return write_saved_model(base_dir, version, serve, [translator.model], tokenizer=translator.tokenizer)

@@ -5,7 +5,7 @@ import tensorflow as tf
 
 
 def classification_dataset(texts, labels, tokenizer, sequence_length, batch_size, second_texts=None, shuffle=False,
-                           seed=0, drop_remainder=False, trim_padding=False):
+                           seed=0, drop_remainder=False, trim_padding=False, group_by_length=False):
     """A `tf.data.Dataset` of ({"token_ids", "segment_ids", "padding_mask"}, labels) batches for a BERT classifier.
 
     Each batch of strings is tokenized inside the pipeline and packed by `keras_hub.layers.MultiSegmentPacker` into
@@ -27,6 +27,8 @@ def classification_dataset(texts, labels, tokenizer, sequence_length, batch_size
         seed: int. Shuffling seed: the same seed gives the same orders. Defaults to 0.
         drop_remainder: bool. Drop the last batch if it is smaller than `batch_size`. Defaults to False.
         trim_padding: bool. Cut each batch to its longest example (see `preprocessed_dataset`). Defaults to False.
+        group_by_length: bool. Batch examples of similar length together (see `preprocessed_dataset`). Defaults to
+            False.
 
     Returns:
         A dataset of (features, labels): `token_ids`, `segment_ids` and `padding_mask` (1 for real tokens, 0 for
@@ -65,19 +67,23 @@ def classification_dataset(texts, labels, tokenizer, sequence_length, batch_size
         }
         return (trim_to_longest(features) if trim_padding else features), batch_labels
 
-    dataset = _example_batches(segments, labels, batch_size, shuffle, seed, drop_remainder)
+    dataset = _example_batches(segments, labels, batch_size, shuffle, seed, drop_remainder, group_by_length)
     return dataset.map(pack, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
 def preprocessed_dataset(texts, labels, preprocessor, batch_size, second_texts=None, shuffle=False, seed=0,
-                         drop_remainder=False, trim_padding=True):
+                         drop_remainder=False, trim_padding=True, group_by_length=False):
     """A `tf.data.Dataset` of ({"token_ids", "segment_ids", "padding_mask"}, labels) batches made by a preprocessor.
 
     The same batches as `classification_dataset`, for a checkpoint's own tokenizer: each batch of strings goes
     through `preprocessor(texts)` or `preprocessor(texts, second_texts)` (e.g. `kzoo.text.BertPreprocessor`) inside
     the pipeline. With `trim_padding`, every batch is cut to its longest example ("dynamic padding"): the columns
     cut hold only padding, which the encoder masks out, so the model's outputs are unchanged while short sentences
-    cost a fraction of `sequence_length` (SST-2 batches average about 40 of 64 positions).
+    cost a fraction of `sequence_length` (SST-2 batches average about 40 of 64 positions). With `group_by_length`
+    as well, each batch holds examples of similar length, so the longest one is close to the rest: the shuffled
+    examples are taken `LENGTH_GROUP_BATCHES` batches at a time, sorted by their length in characters, cut into
+    batches, and those batches shuffled again (SST-2 batches then average about 15 positions). Every example is
+    still seen once per pass; only which examples share a batch changes.
 
     Args:
         texts: list of str. The first (or only) segment of each example.
@@ -90,6 +96,8 @@ def preprocessed_dataset(texts, labels, preprocessor, batch_size, second_texts=N
         seed: int. Shuffling seed. Defaults to 0.
         drop_remainder: bool. Drop the last batch if it is smaller than `batch_size`. Defaults to False.
         trim_padding: bool. Cut each batch to its longest example. Defaults to True.
+        group_by_length: bool. Batch examples of similar length together; needs `shuffle` (the dev split keeps its
+            order, so predictions line up with labels). Defaults to False.
 
     Example:
     ```python
@@ -104,13 +112,14 @@ def preprocessed_dataset(texts, labels, preprocessor, batch_size, second_texts=N
         features = {name: tf.cast(value, tf.int32) for name, value in preprocessor(*batch_segments).items()}
         return (trim_to_longest(features) if trim_padding else features), batch_labels
 
-    dataset = _example_batches(segments, labels, batch_size, shuffle, seed, drop_remainder)
+    dataset = _example_batches(segments, labels, batch_size, shuffle, seed, drop_remainder, group_by_length)
     return dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
 
 
 def trim_to_longest(features):
-    """Cut BERT features (batch, sequence_length) to the batch's longest example, found from `padding_mask`."""
-    length = tf.reduce_max(tf.reduce_sum(tf.cast(features["padding_mask"], tf.int32), axis=1))
+    """Cut BERT features (batch, sequence_length) to the batch's longest example, found from `padding_mask` (one
+    position for an empty batch, so that a [CLS] position exists)."""
+    length = tf.maximum(tf.reduce_max(tf.reduce_sum(tf.cast(features["padding_mask"], tf.int32), axis=1)), 1)
     return {name: value[:, :length] for name, value in features.items()}
 
 
@@ -122,8 +131,25 @@ def _segments(texts, labels, second_texts):
     return (texts,) if second_texts is None else (texts, second_texts)
 
 
-def _example_batches(segments, labels, batch_size, shuffle, seed, drop_remainder):
+LENGTH_GROUP_BATCHES = 64  # group_by_length sorts this many batches of shuffled examples at a time
+
+
+def _example_batches(segments, labels, batch_size, shuffle, seed, drop_remainder, group_by_length=False):
+    if group_by_length and not shuffle:
+        raise ValueError("group_by_length=True reorders examples, so it needs shuffle=True (a training split); "
+                         "evaluate without it so that predictions stay in the labels' order.")
     dataset = tf.data.Dataset.from_tensor_slices((segments, tf.constant(labels, tf.int32)))
     if shuffle:
         dataset = dataset.shuffle(len(labels), seed=seed, reshuffle_each_iteration=True)
+    if group_by_length:
+        dataset = dataset.batch(batch_size * LENGTH_GROUP_BATCHES).map(_sort_by_length).unbatch()
+        dataset = dataset.batch(batch_size, drop_remainder=drop_remainder)
+        return dataset.shuffle(LENGTH_GROUP_BATCHES, seed=seed, reshuffle_each_iteration=True)
     return dataset.batch(batch_size, drop_remainder=drop_remainder)
+
+
+def _sort_by_length(window_segments, window_labels):
+    """A window of examples sorted by length in characters (both segments' for pairs), ties in their given order."""
+    length = tf.add_n([tf.strings.length(segment, unit="UTF8_CHAR") for segment in window_segments])
+    order = tf.argsort(length, stable=True)
+    return tuple(tf.gather(segment, order) for segment in window_segments), tf.gather(window_labels, order)

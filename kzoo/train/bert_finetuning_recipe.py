@@ -57,6 +57,7 @@ class FinetuningConfig:
     dropout: float = 0.1
     seed: int = 1337
     trim_padding: bool = False  # cut each batch to its longest example (same outputs, less work on short texts)
+    group_by_length: bool = False  # training batches of similar-length examples (with trim_padding: less padding)
 
 
 def load_backbone(config, vocabulary_size):
@@ -131,7 +132,7 @@ def train(config, output_dir, verbose=1):
     dev_second = dev_split.second_texts[: len(dev_labels)] if dev_split.second_texts else None
     batches, vocabulary_size = text_batches(config, sequence_length)
     train_data = batches(train_split.texts, train_split.labels, second_texts=train_split.second_texts, shuffle=True,
-                         seed=config.seed, drop_remainder=True)
+                         seed=config.seed, drop_remainder=True, group_by_length=config.group_by_length)
     dev_data = batches(dev_split.texts[: len(dev_labels)], dev_labels, second_texts=dev_second)
     steps_per_pass = len(train_split.labels) // config.batch_size
     total_steps = config.train_steps or config.epochs * steps_per_pass

@@ -5,9 +5,12 @@ import re
 import subprocess
 import sys
 
+import pytest
+
 from tests.train.worker_processes import REPOSITORY
 
 
+@pytest.mark.slow  # 36 s on the CI machine; `make test-slow` runs it
 def test_the_gpu_benchmark_runs_on_the_cpu_with_smoke_sizes(tmp_path):
     results = tmp_path / "RESULTS.md"
     results.write_text("# kzoo benchmark results\n\n<!-- other:start -->\nkept\n<!-- other:end -->\n")

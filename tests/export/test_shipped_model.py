@@ -9,7 +9,7 @@ import sacrebleu
 
 from kzoo.data import multi30k
 
-SHIPPED = pathlib.Path(__file__).resolve().parents[2] / "saved_models" / "transformer_multi30k_en_de" / "1"
+SHIPPED = pathlib.Path(__file__).resolve().parents[2] / "saved_models" / "transformer_multi30k_en_de" / "2"
 
 SERVE = """
 import json, sys

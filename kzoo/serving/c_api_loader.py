@@ -1,0 +1,246 @@
+"""Load a SavedModel the way TF Serving does and answer Predict requests, with no TensorFlow Python.
+
+    python kzoo/serving/c_api_loader.py saved_models/transformer_multi30k_en_de/2
+
+TF Serving loads a model with the C++ `tensorflow::LoadSavedModel` (tag "serve") and answers Predict with
+`Session::Run` on the tensor names of the requested SignatureDef. The TensorFlow wheel exports that loader through
+its C API, `TF_LoadSessionFromSavedModel` in libtensorflow_cc.so.2, and the tensorflow-text op libraries (which
+TF Serving links in) are registered with `TF_LoadLibrary`. This script does exactly that through ctypes, in a
+process that imports neither `tensorflow` nor `keras` (it checks), so nothing Python-side can stand in for what
+the server would do.
+
+It reads one JSON request per line on stdin and writes one JSON answer per line on stdout:
+- `{"signatures": true}` → `{"signatures": {name: {"inputs", "outputs", "method_name"}}}`
+- `{"rest": BODY}` → `{"rest": RESPONSE_BODY}`: TF Serving's REST Predict (see rest_json.py)
+- `{"grpc": BASE64}` (a serialized tensorflow.serving.PredictRequest) → `{"grpc": BASE64}` (a PredictResponse)
+- `{"ops": true}` → `{"graph_ops": {op: [where]}, "core_ops": [...], "text_ops": [...]}`: the model's op types
+  (graph and function library) and the ops registered before and after the tensorflow-text libraries.
+A failed request gives `{"error": "..."}`, as TF Serving's error status would; the process goes on.
+
+kzoo.serving.ContractLoader runs this script and speaks the protocol for Python callers.
+"""
+
+import base64
+import ctypes
+import importlib.util
+import json
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # run as a file: its siblings, not kzoo
+
+import rest_json  # noqa: E402
+import wire_format  # noqa: E402
+
+TF_TSTRING_SIZE = 24  # sizeof(TF_TString), tensorflow/core/platform/ctstring_internal.h
+_TF_DTYPES = {"float32": 1, "int32": 3, "string": 7, "int64": 9, "bool": 10}
+_TF_DTYPE_NAMES = {number: name for name, number in _TF_DTYPES.items()}
+_CTYPES = {"float32": ctypes.c_float, "int32": ctypes.c_int32, "int64": ctypes.c_int64, "bool": ctypes.c_bool}
+
+
+class _Buffer(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("length", ctypes.c_size_t), ("data_deallocator", ctypes.c_void_p)]
+
+
+class _Output(ctypes.Structure):
+    _fields_ = [("oper", ctypes.c_void_p), ("index", ctypes.c_int)]
+
+
+def package_dir(name):
+    """A package's folder, found without importing (running) the package."""
+    spec = importlib.util.find_spec(name)
+    if spec is None or spec.origin is None:
+        raise FileNotFoundError(f"the {name} package is not installed: pip install {name.replace('_', '-')}")
+    return pathlib.Path(spec.origin).parent
+
+
+def _c_api(tensorflow_dir):
+    library = ctypes.CDLL(str(tensorflow_dir / "libtensorflow_cc.so.2"), mode=ctypes.RTLD_GLOBAL)
+    p, i, s = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
+    signatures = {
+        "TF_NewStatus": (p, []), "TF_DeleteStatus": (None, [p]), "TF_GetCode": (i, [p]),
+        "TF_Message": (ctypes.c_char_p, [p]), "TF_NewGraph": (p, []), "TF_NewSessionOptions": (p, []),
+        "TF_NewBuffer": (ctypes.POINTER(_Buffer), []), "TF_DeleteBuffer": (None, [ctypes.POINTER(_Buffer)]),
+        "TF_LoadSessionFromSavedModel": (p, [p, p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), i, p,
+                                             ctypes.POINTER(_Buffer), p]),
+        "TF_GraphOperationByName": (p, [p, ctypes.c_char_p]),
+        "TF_SessionRun": (None, [p, p, ctypes.POINTER(_Output), ctypes.POINTER(p), i, ctypes.POINTER(_Output),
+                                 ctypes.POINTER(p), i, p, i, p, p]),
+        "TF_AllocateTensor": (p, [i, ctypes.POINTER(ctypes.c_int64), i, s]), "TF_DeleteTensor": (None, [p]),
+        "TF_TensorData": (p, [p]), "TF_TensorType": (i, [p]), "TF_NumDims": (i, [p]),
+        "TF_Dim": (ctypes.c_int64, [p, i]), "TF_StringInit": (None, [p]),
+        "TF_StringCopy": (None, [p, ctypes.c_char_p, s]), "TF_StringGetDataPointer": (p, [p]),
+        "TF_StringGetSize": (s, [p]), "TF_LoadLibrary": (p, [ctypes.c_char_p, p]),
+        "TF_GetAllOpList": (ctypes.POINTER(_Buffer), []),
+    }
+    for name, (restype, argtypes) in signatures.items():
+        function = getattr(library, name)
+        function.restype, function.argtypes = restype, argtypes
+    return library
+
+
+class CApiModel:
+    """A SavedModel loaded by `TF_LoadSessionFromSavedModel`, run with `TF_SessionRun` on signature tensor names."""
+
+    def __init__(self, export_dir, tensorflow_dir=None, text_ops_dir=None):
+        self.tf = _c_api(pathlib.Path(tensorflow_dir) if tensorflow_dir else package_dir("tensorflow"))
+        self.core_ops = self._registered_ops()
+        text_ops_dir = pathlib.Path(text_ops_dir) if text_ops_dir else package_dir("tensorflow_text") / "python/ops"
+        for library in sorted(text_ops_dir.glob("*.so")):
+            self._check(self.tf.TF_LoadLibrary(str(library).encode(), self.status), f"TF_LoadLibrary({library})")
+        self.text_ops = self._registered_ops() - self.core_ops
+        self.graph = self.tf.TF_NewGraph()
+        meta_graph = self.tf.TF_NewBuffer()
+        tags = (ctypes.c_char_p * 1)(b"serve")
+        self.session = self.tf.TF_LoadSessionFromSavedModel(
+            self.tf.TF_NewSessionOptions(), None, str(export_dir).encode(), tags, 1, self.graph, meta_graph,
+            self.status)
+        self._check(self.session, f"TF_LoadSessionFromSavedModel({export_dir})")
+        self.meta_graph = ctypes.string_at(meta_graph.contents.data, meta_graph.contents.length)
+        self.tf.TF_DeleteBuffer(meta_graph)
+        self.signatures = wire_format.signatures(self.meta_graph)
+
+    @property
+    def status(self):
+        if not hasattr(self, "_status"):
+            self._status = self.tf.TF_NewStatus()
+        return self._status
+
+    def _check(self, result, what):
+        if self.tf.TF_GetCode(self.status) != 0:
+            raise RuntimeError(f"{what} failed: {self.tf.TF_Message(self.status).decode('utf-8', 'replace')}")
+        return result
+
+    def _registered_ops(self):
+        buffer = self.tf.TF_GetAllOpList()
+        ops = wire_format.op_names(ctypes.string_at(buffer.contents.data, buffer.contents.length))
+        self.tf.TF_DeleteBuffer(buffer)
+        return ops
+
+    def _output(self, tensor_name):
+        op_name, _, index = tensor_name.partition(":")
+        operation = self.tf.TF_GraphOperationByName(self.graph, op_name.encode())
+        if not operation:
+            raise RuntimeError(f"the graph has no operation {op_name!r} (signature tensor {tensor_name!r}).")
+        return _Output(operation, int(index or 0))
+
+    def _tensor(self, dtype, shape, values):
+        size = 1
+        for dim in shape:
+            size *= dim
+        dims = (ctypes.c_int64 * len(shape))(*shape)
+        if dtype == "string":
+            tensor = self.tf.TF_AllocateTensor(_TF_DTYPES[dtype], dims, len(shape), size * TF_TSTRING_SIZE)
+            data = self.tf.TF_TensorData(tensor)
+            for k, value in enumerate(values):
+                element = data + k * TF_TSTRING_SIZE
+                self.tf.TF_StringInit(element)
+                self.tf.TF_StringCopy(element, value, len(value))
+            return tensor
+        c_type = _CTYPES[dtype]
+        tensor = self.tf.TF_AllocateTensor(_TF_DTYPES[dtype], dims, len(shape), size * ctypes.sizeof(c_type))
+        if size:
+            ctypes.memmove(self.tf.TF_TensorData(tensor), (c_type * size)(*values), size * ctypes.sizeof(c_type))
+        return tensor
+
+    def _values(self, tensor):
+        dtype = _TF_DTYPE_NAMES.get(self.tf.TF_TensorType(tensor))
+        if dtype is None:
+            raise RuntimeError(f"output DataType {self.tf.TF_TensorType(tensor)} is not one kzoo's contract reads.")
+        shape = [self.tf.TF_Dim(tensor, d) for d in range(self.tf.TF_NumDims(tensor))]
+        size = 1
+        for dim in shape:
+            size *= dim
+        data = self.tf.TF_TensorData(tensor)
+        if dtype == "string":
+            values = []
+            for k in range(size):
+                element = data + k * TF_TSTRING_SIZE
+                values.append(ctypes.string_at(self.tf.TF_StringGetDataPointer(element),
+                                               self.tf.TF_StringGetSize(element)))
+        else:
+            values = list((_CTYPES[dtype] * size).from_address(data)) if size else []
+        return dtype, shape, values
+
+    def run(self, signature_name, inputs, output_filter=()):
+        """{input key: (dtype, shape, flat values)} to {output key: (dtype, shape, flat values)} for a signature."""
+        if signature_name not in self.signatures:
+            raise rest_json.RequestError(f"Serving signature name: \"{signature_name}\" not found in signature def")
+        signature = self.signatures[signature_name]
+        if set(inputs) != set(signature["inputs"]):
+            raise rest_json.RequestError(f"inputs {sorted(inputs)} do not match the signature's "
+                                         f"{sorted(signature['inputs'])}.")
+        keys = [key for key in signature["outputs"] if not output_filter or key in output_filter]
+        feeds = [self._output(signature["inputs"][key]["name"]) for key in inputs]
+        fetches = [self._output(signature["outputs"][key]["name"]) for key in keys]
+        values = []
+        for key, (dtype, shape, flat) in inputs.items():
+            expected = signature["inputs"][key]["dtype"]
+            if dtype != expected:
+                raise rest_json.RequestError(f"input {key!r} is {dtype}; the signature expects {expected}.")
+            values.append(self._tensor(dtype, shape, flat))
+        results = (ctypes.c_void_p * len(fetches))()
+        try:
+            self.tf.TF_SessionRun(self.session, None, (_Output * len(feeds))(*feeds),
+                                  (ctypes.c_void_p * len(values))(*values), len(values),
+                                  (_Output * len(fetches))(*fetches), results, len(fetches), None, 0, None,
+                                  self.status)
+            self._check(None, "TF_SessionRun")
+            return {key: self._values(results[k]) for k, key in enumerate(keys)}
+        finally:
+            for tensor in [*values, *(r for r in results if r)]:
+                self.tf.TF_DeleteTensor(tensor)
+
+    def rest(self, body):
+        name, inputs, row_form = rest_json.request_tensors(body, self.signatures)
+        return rest_json.response_body(self.run(name, inputs), row_form)
+
+    def grpc(self, request):
+        """A serialized PredictRequest (model_spec 1 {signature_name 3}, inputs 2, output_filter 3) to a
+        serialized PredictResponse (outputs 1, model_spec 2)."""
+        model_spec = wire_format.field_value(request, 1, b"")
+        name = wire_format.field_value(model_spec, 3, b"").decode("utf-8") or rest_json.DEFAULT_SIGNATURE
+        inputs = {key: wire_format.decode_tensor(value)
+                  for key, value in wire_format.map_entries(request, 2).items()}
+        output_filter = [value.decode("utf-8") for value in wire_format.field_list(request, 3)]
+        outputs = self.run(name, inputs, output_filter)
+        response = b"".join(
+            wire_format.encode_field(1, wire_format.encode_field(1, key.encode("utf-8"))
+                                     + wire_format.encode_field(2, wire_format.encode_tensor(*tensor)))
+            for key, tensor in outputs.items())
+        return response + wire_format.encode_field(2, model_spec)
+
+    def answer(self, request):
+        """One protocol request (a dict) to its answer (a dict)."""
+        try:
+            if "signatures" in request:
+                return {"signatures": self.signatures}
+            if "ops" in request:
+                return {"graph_ops": wire_format.graph_ops(self.meta_graph), "core_ops": sorted(self.core_ops),
+                        "text_ops": sorted(self.text_ops)}
+            if "rest" in request:
+                return {"rest": self.rest(request["rest"])}
+            if "grpc" in request:
+                return {"grpc": base64.b64encode(self.grpc(base64.b64decode(request["grpc"]))).decode("ascii")}
+            return {"error": f"unknown request {sorted(request)}; send signatures, ops, rest or grpc."}
+        except (RuntimeError, ValueError) as error:
+            return {"error": str(error)}
+
+
+def main(argv):
+    if len(argv) != 1:
+        print(__doc__, file=sys.stderr)
+        return 2
+    model = CApiModel(argv[0])
+    python_frameworks = sorted(name for name in ("tensorflow", "keras", "tf_keras") if name in sys.modules)
+    if python_frameworks:
+        raise RuntimeError(f"{python_frameworks} were imported: the contract process must run no framework Python.")
+    print(json.dumps({"ready": True, "python_modules": python_frameworks}), flush=True)
+    for line in sys.stdin:
+        if line.strip():
+            print(json.dumps(model.answer(json.loads(line))), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,97 @@
+"""Run a SavedModel through TF Serving's own loading path, in a separate process, from Python."""
+
+import base64
+import json
+import pathlib
+import subprocess
+import sys
+import tempfile
+
+from kzoo.serving.op_audit import DEFAULT_TF_SERVING, audit_ops
+
+LOADER = pathlib.Path(__file__).resolve().parent / "c_api_loader.py"
+
+
+class ServingError(RuntimeError):
+    """A request the served model answered with an error (TF Serving would send it with a non-OK status)."""
+
+
+class ContractLoader:
+    """A SavedModel loaded by TensorFlow's C API (`TF_LoadSessionFromSavedModel`), as TF Serving loads it.
+
+    Starts `c_api_loader.py` in a fresh Python process (`python -I`: no kzoo, and the script refuses to run if
+    TensorFlow's or Keras's Python got imported), with the tensorflow-text op libraries registered, and talks to it
+    over pipes. Requests are TF Serving's own: REST bodies (`rest`), serialized `PredictRequest`s (`grpc`).
+
+    Example:
+    ```python
+    with ContractLoader("saved_models/transformer_multi30k_en_de/2") as served:
+        served.signatures["serving_default"]["outputs"]  # {"translation": {"dtype": "string", "shape": [-1], ...}}
+        served.rest({"instances": ["A dog runs."]})    # {"predictions": ["Ein Hund rennt."]}
+        served.audit().ok                              # True
+    ```
+    """
+
+    def __init__(self, export_dir, timeout=600):
+        export_dir = pathlib.Path(export_dir)
+        if not (export_dir / "saved_model.pb").is_file():
+            raise FileNotFoundError(f"{export_dir} has no saved_model.pb: pass a version folder, such as "
+                                    "saved_models/<name>/<version>.")
+        self.export_dir = export_dir
+        self.timeout = timeout
+        self._log = tempfile.TemporaryFile(mode="w+")  # TensorFlow's log: a file, so a full pipe never blocks it
+        self._process = subprocess.Popen([sys.executable, "-I", str(LOADER), str(export_dir.resolve())],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
+                                         text=True, bufsize=1)
+        ready = self._read()
+        if not ready.get("ready"):
+            raise ServingError(f"the C API loader did not start: {ready}")
+        self.signatures = self._ask({"signatures": True})["signatures"]
+
+    def _read(self):
+        line = self._process.stdout.readline()
+        if not line:
+            self._process.wait(timeout=self.timeout)
+            self._log.seek(0)
+            raise ServingError(f"the C API loader for {self.export_dir} exited with {self._process.returncode}: "
+                               f"{self._log.read()[-4000:]}")
+        return json.loads(line)
+
+    def _ask(self, request):
+        self._process.stdin.write(json.dumps(request) + "\n")
+        self._process.stdin.flush()
+        answer = self._read()
+        if "error" in answer:
+            raise ServingError(answer["error"])
+        return answer
+
+    def rest(self, body):
+        """A REST Predict body (dict) to the response body (dict); `ServingError` where TF Serving sends an error."""
+        return self._ask({"rest": body})["rest"]
+
+    def grpc(self, request):
+        """A `PredictRequest` (message or serialized bytes) to the serialized `PredictResponse`."""
+        data = request if isinstance(request, bytes) else request.SerializeToString()
+        return base64.b64decode(self._ask({"grpc": base64.b64encode(data).decode("ascii")})["grpc"])
+
+    def ops(self):
+        """{"graph_ops": {op: [where]}, "core_ops": [...], "text_ops": [...]}, as the loader process sees them."""
+        return self._ask({"ops": True})
+
+    def audit(self, tf_serving=DEFAULT_TF_SERVING):
+        """`kzoo.serving.audit_ops` for this model and release."""
+        ops = self.ops()
+        return audit_ops(ops["graph_ops"], set(ops["core_ops"]), set(ops["text_ops"]), tf_serving)
+
+    def close(self):
+        if self._process.poll() is None:
+            self._process.stdin.close()
+            self._process.wait(timeout=60)
+        self._process.stdout.close()
+        self._log.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()

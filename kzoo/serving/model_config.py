@@ -1,0 +1,45 @@
+"""`python -m kzoo.serving.model_config saved_models`: a TF Serving model config file serving every model there.
+
+    python -m kzoo.serving.model_config saved_models > saved_models/models.config
+    docker run -p 8500:8500 -p 8501:8501 -v "$PWD/saved_models:/models" tensorflow/serving:2.20.0 \\
+        --model_config_file=/models/models.config
+
+Every folder of `saved_models` that holds at least one numeric version folder with a saved_model.pb is a model; TF
+Serving serves its newest version and picks up new versions as they appear.
+"""
+
+import argparse
+import pathlib
+
+
+def served_models(saved_models_dir):
+    """The names of the model folders in `saved_models_dir` that hold a numbered version with a saved_model.pb."""
+    root = pathlib.Path(saved_models_dir)
+    if not root.is_dir():
+        raise FileNotFoundError(f"{root} is not a folder: pass the folder holding <model>/<version>/saved_model.pb.")
+    return sorted(model.name for model in root.iterdir()
+                  if model.is_dir() and any(v.name.isdigit() and (v / "saved_model.pb").is_file() for v in model.iterdir()))
+
+
+def model_config(names, base_path="/models"):
+    """The text of a TF Serving `--model_config_file` (a ModelServerConfig in protobuf text format)."""
+    if not names:
+        raise ValueError("no models to serve: export one first (python -m kzoo.export ...).")
+    entries = "".join(
+        f'  config {{\n    name: "{name}"\n    base_path: "{base_path.rstrip("/")}/{name}"\n'
+        f'    model_platform: "tensorflow"\n  }}\n'
+        for name in names
+    )
+    return f"model_config_list {{\n{entries}}}\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("saved_models", help="the folder of <model>/<version>/ SavedModels")
+    parser.add_argument("--base-path", default="/models", help="where that folder is mounted in the server")
+    args = parser.parse_args(argv)
+    print(model_config(served_models(args.saved_models), args.base_path), end="")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,218 @@
+"""The protocol-buffer wire format, by hand: just enough to read a SavedModel's signatures and ops and to read and
+write the tensors of TF Serving's Predict messages, with the standard library only.
+
+TF Serving's contract is checked in a process that runs no TensorFlow Python (see `c_api_loader.py`), and
+TensorFlow's generated message classes live inside the `tensorflow` package, whose import loads all of it. The
+messages involved are small and stable, so kzoo reads their fields by number, as `protoc --decode_raw` would:
+field numbers are quoted from tensorflow/core/protobuf/meta_graph.proto, graph.proto, function.proto,
+op_def.proto, tensor.proto and tensor_shape.proto, and tensorflow_serving/apis/predict.proto.
+
+This module imports nothing of kzoo, TensorFlow or numpy: the loader script imports it by file.
+"""
+
+import struct
+
+# tensorflow/core/framework/types.proto: the DataType numbers kzoo's signatures use.
+DT_FLOAT, DT_INT32, DT_STRING, DT_INT64, DT_BOOL = 1, 3, 7, 9, 10
+DTYPE_NAMES = {DT_FLOAT: "float32", DT_INT32: "int32", DT_STRING: "string", DT_INT64: "int64", DT_BOOL: "bool"}
+DTYPE_NUMBERS = {name: number for number, name in DTYPE_NAMES.items()}
+
+
+def _varint(data, position):
+    result = shift = 0
+    while True:
+        byte = data[position]
+        position += 1
+        result |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return result, position
+        shift += 7
+
+
+def fields(data):
+    """Yield (field number, value) for each field of a serialized message, in order. Varints come as int, 64- and
+    32-bit fields as raw bytes, length-delimited fields (strings, messages, packed lists) as bytes."""
+    data = memoryview(data)
+    position = 0
+    while position < len(data):
+        key, position = _varint(data, position)
+        number, wire_type = key >> 3, key & 7
+        if wire_type == 0:
+            value, position = _varint(data, position)
+        elif wire_type == 1:
+            value, position = bytes(data[position : position + 8]), position + 8
+        elif wire_type == 2:
+            length, position = _varint(data, position)
+            value, position = bytes(data[position : position + length]), position + length
+        elif wire_type == 5:
+            value, position = bytes(data[position : position + 4]), position + 4
+        else:
+            raise ValueError(f"wire type {wire_type} of field {number} is not a protocol-buffer wire type this "
+                             "reader knows (groups are not used by TensorFlow's messages); the data is not the "
+                             "message it was read as.")
+        yield number, value
+
+
+def field_list(data, number):
+    """Every value of one field, in order."""
+    return [value for n, value in fields(data) if n == number]
+
+
+def field_value(data, number, default=None):
+    """The last value of one field (protocol buffers' rule for a repeated non-repeated field), or `default`."""
+    values = field_list(data, number)
+    return values[-1] if values else default
+
+
+def map_entries(data, number):
+    """A `map<string, Message>` field as a dict of key to the value's bytes (map entries: key 1, value 2)."""
+    return {field_value(entry, 1, b"").decode("utf-8"): field_value(entry, 2, b"") for entry in field_list(data, number)}
+
+
+def _signed64(value):
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def tensor_shape(data):
+    """A TensorShapeProto as a list of sizes (-1 unknown), or None for unknown rank (dim 2 {size 1}; unknown_rank 3)."""
+    if field_value(data, 3, 0):
+        return None
+    return [_signed64(field_value(dim, 1, 0)) for dim in field_list(data, 2)]
+
+
+def tensor_info(data):
+    """A TensorInfo (name 1, dtype 2, tensor_shape 3) as {"name", "dtype", "shape"}."""
+    dtype = field_value(data, 2, 0)
+    return {
+        "name": field_value(data, 1, b"").decode("utf-8"),
+        "dtype": DTYPE_NAMES.get(dtype, f"DataType {dtype}"),
+        "shape": tensor_shape(field_value(data, 3, b"")),
+    }
+
+
+def signatures(meta_graph):
+    """A MetaGraphDef's signature_def map (field 5) as {name: {"inputs", "outputs", "method_name"}}, where inputs
+    and outputs map a key to its `tensor_info` (SignatureDef: inputs 1, outputs 2, method_name 3)."""
+    result = {}
+    for name, signature in map_entries(meta_graph, 5).items():
+        result[name] = {
+            "inputs": {key: tensor_info(value) for key, value in map_entries(signature, 1).items()},
+            "outputs": {key: tensor_info(value) for key, value in map_entries(signature, 2).items()},
+            "method_name": field_value(signature, 3, b"").decode("utf-8"),
+        }
+    return result
+
+
+def meta_graphs(saved_model):
+    """The MetaGraphDefs of a serialized SavedModel (saved_model.pb: meta_graphs 2), each with its tags
+    (meta_info_def 1 {tags 4})."""
+    graphs = []
+    for meta_graph in field_list(saved_model, 2):
+        info = field_value(meta_graph, 1, b"")
+        graphs.append(({tag.decode("utf-8") for tag in field_list(info, 4)}, meta_graph))
+    return graphs
+
+
+def graph_ops(meta_graph):
+    """Every op type a MetaGraphDef can run, as {op type: [where it is used]}: the nodes of its graph (graph_def 2:
+    node 1, NodeDef.op 2) and of every function in the graph's library (GraphDef.library 2: function 1, whose
+    signature 1 has the name 1 and whose node_def 3 holds the body), while-loop and branch bodies included, since
+    those are library functions. A function's own name, used as a node's op, is a call, not an op type."""
+    graph = field_value(meta_graph, 2, b"")
+    library = field_value(graph, 2, b"")
+    functions = {}
+    for function in field_list(library, 1):
+        name = field_value(field_value(function, 1, b""), 1, b"").decode("utf-8")
+        functions[name] = [field_value(node, 2, b"").decode("utf-8") for node in field_list(function, 3)]
+    uses = {}
+    bodies = [("graph", [field_value(node, 2, b"").decode("utf-8") for node in field_list(graph, 1)])]
+    bodies += [(f"function {name}", ops) for name, ops in sorted(functions.items())]
+    for where, ops in bodies:
+        for op in ops:
+            if op not in functions:
+                uses.setdefault(op, [])
+                if where not in uses[op]:
+                    uses[op].append(where)
+    return uses
+
+
+def op_names(op_list):
+    """The op names of a serialized OpList (op 1, OpDef.name 1), as TF_GetAllOpList returns it."""
+    return {field_value(op, 1, b"").decode("utf-8") for op in field_list(op_list, 1)}
+
+
+# Writing.
+
+def _encode_varint(value):
+    if value < 0:
+        value += 1 << 64
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def encode_field(number, value):
+    """One field: an int as a varint, bytes (a string or an embedded message) length-delimited."""
+    if isinstance(value, int):
+        return _encode_varint(number << 3) + _encode_varint(value)
+    return _encode_varint(number << 3 | 2) + _encode_varint(len(value)) + bytes(value)
+
+
+def encode_tensor(dtype, shape, values):
+    """A TensorProto (dtype 1, tensor_shape 2, then float_val 5 / int_val 7 / string_val 8 / int64_val 10 /
+    bool_val 11) holding flat `values` in row-major order."""
+    shape_proto = b"".join(encode_field(2, encode_field(1, size)) for size in shape)
+    out = encode_field(1, DTYPE_NUMBERS[dtype]) + encode_field(2, shape_proto)
+    if dtype == "string":
+        return out + b"".join(encode_field(8, value) for value in values)
+    if dtype == "float32":
+        return out + encode_field(5, struct.pack(f"<{len(values)}f", *values)) if values else out
+    number = {"int32": 7, "int64": 10, "bool": 11}[dtype]
+    return out + encode_field(number, b"".join(_encode_varint(int(v)) for v in values)) if values else out
+
+
+def decode_tensor(data):
+    """A TensorProto as (dtype name, shape, flat values), from its typed `*_val` fields or its tensor_content 4."""
+    dtype = DTYPE_NAMES.get(field_value(data, 1, 0))
+    if dtype is None:
+        raise ValueError(f"TensorProto dtype {field_value(data, 1, 0)} is not one kzoo's signatures use "
+                         f"({sorted(DTYPE_NAMES.values())}).")
+    shape = tensor_shape(field_value(data, 2, b""))
+    size = 1
+    for dim in shape:
+        size *= dim
+    content = field_value(data, 4)
+    if dtype == "string":
+        values = field_list(data, 8)
+    elif content is not None:
+        code = {"float32": "f", "int32": "i", "int64": "q", "bool": "?"}[dtype]
+        values = list(struct.unpack(f"<{size}{code}", content))
+    elif dtype == "float32":
+        values = []
+        for chunk in field_list(data, 5):
+            values += (list(struct.unpack(f"<{len(chunk) // 4}f", chunk)) if isinstance(chunk, bytes)
+                       else [chunk])
+    else:
+        values = []
+        for chunk in field_list(data, {"int32": 7, "int64": 10, "bool": 11}[dtype]):
+            if isinstance(chunk, int):
+                values.append(chunk)
+            else:
+                position = 0
+                while position < len(chunk):
+                    value, position = _varint(chunk, position)
+                    values.append(value)
+        values = [_signed64(v) if dtype != "bool" else bool(v) for v in values]
+        if dtype == "int32":
+            values = [v - (1 << 32) if v >= 1 << 31 else v for v in values]
+    if len(values) == 1 and size != 1:  # protocol buffers' shorthand: one value fills the tensor
+        values = values * size
+    if len(values) != size:
+        raise ValueError(f"TensorProto of shape {shape} holds {len(values)} values; it needs {size}.")
+    return dtype, shape, values
