@@ -4,6 +4,7 @@ import tensorflow as tf
 
 from kzoo.export.classifier_export import checked_texts, text_inputs
 from kzoo.export.saved_model_writer import write_saved_model
+from kzoo.layers.mean_pooling import MeanPooling
 from kzoo.text.classification_batches import trim_to_longest
 
 POOLINGS = ("mean", "cls", "pooled")
@@ -24,9 +25,7 @@ def sentence_embedding(backbone, features, pooling="mean", normalize=True):
     elif pooling == "cls":
         embedding = tf.cast(outputs["sequence_output"][:, 0], tf.float32)
     else:
-        mask = tf.cast(features["padding_mask"], tf.float32)[:, :, None]
-        total = tf.reduce_sum(tf.cast(outputs["sequence_output"], tf.float32) * mask, axis=1)
-        embedding = total / tf.maximum(tf.reduce_sum(mask, axis=1), 1.0)
+        embedding = MeanPooling()(tf.cast(outputs["sequence_output"], tf.float32), features["padding_mask"])
     return tf.math.l2_normalize(embedding, axis=-1, epsilon=1e-24) if normalize else embedding
 
 

@@ -6,6 +6,7 @@ from kzoo.layers.decoder_block import DecoderBlock
 from kzoo.layers.encoder_block import EncoderBlock
 from kzoo.layers.feed_forward import FeedForward
 from kzoo.layers.masked_lm_head import MaskedLMHead
+from kzoo.layers.mean_pooling import MeanPooling
 from kzoo.layers.multi_head import MultiHead
 from kzoo.layers.position_embedding import PositionEmbedding
 from kzoo.layers.self_attention import SelfAttention

@@ -58,6 +58,7 @@ class FinetuningConfig:
     seed: int = 1337
     trim_padding: bool = False  # cut each batch to its longest example (same outputs, less work on short texts)
     group_by_length: bool = False  # training batches of similar-length examples (with trim_padding: less padding)
+    pooling: str = "pooled"  # the head reads BERT's [CLS] pooler ("pooled") or the mean of the last layer ("mean")
 
 
 def load_backbone(config, vocabulary_size):
@@ -142,7 +143,10 @@ def train(config, output_dir, verbose=1):
 
     with strategy().scope():
         backbone = load_backbone(config, vocabulary_size)
-        classifier = BertClassifier(backbone, num_classes=len(train_split.label_names), dropout=config.dropout)
+        if config.pooling == "mean":
+            backbone.pooler.trainable = False  # the head does not read the [CLS] pooler: nothing to train there
+        classifier = BertClassifier(backbone, num_classes=len(train_split.label_names), dropout=config.dropout,
+                                    pooling=config.pooling)
         schedule = WarmupLinearDecay(config.learning_rate, total_steps, int(config.warmup_fraction * total_steps))
         classifier.compile(
             optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01, epsilon=1e-6),

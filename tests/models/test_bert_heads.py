@@ -129,6 +129,7 @@ def test_heads_share_the_backbone_weights():
 @pytest.mark.parametrize(
     "head, output_shape",
     [(lambda backbone: BertClassifier(backbone, num_classes=3), (BATCH, 3)),
+     (lambda backbone: BertClassifier(backbone, num_classes=3, pooling="mean"), (BATCH, 3)),
      (lambda backbone: BertTokenClassifier(backbone, num_classes=5), (BATCH, SEQ, 5))],
 )
 def test_classifier_heads_through_the_harness(head, output_shape):
@@ -196,3 +197,19 @@ def test_best_spans_respects_order_and_length():
     assert (s[0], e[0]) == (1, 3)  # 5 + 8 = 13; the best start (4) has only itself as an end: 9 + 1
     s, e = (v.numpy() for v in BertQuestionAnswerer.best_spans(start, end, max_answer_length=2))
     assert (s[0], e[0]) == (4, 4)  # (1, 3) is three tokens long now: (4, 4) = 10 beats (1, 2) = 9
+
+
+def test_mean_pooling_classifier_reads_the_mean_of_the_real_tokens():
+    backbone = Bert(**TINY, dropout=0.0)
+    classifier = BertClassifier(backbone, num_classes=3, pooling="mean", dropout=0.0)
+    x = features()
+    sequence = backbone(x)["sequence_output"].numpy()
+    mask = x["padding_mask"][:, :, None]
+    mean = (sequence * mask).sum(1) / mask.sum(1)
+    kernel, bias = classifier.output_dense.get_weights()
+    np.testing.assert_allclose(classifier.predict(x, verbose=0), mean @ kernel + bias, atol=1e-5)
+    changed_padding = {**x, "token_ids": np.where(x["padding_mask"] == 1, x["token_ids"], 7)}
+    np.testing.assert_allclose(classifier.predict(changed_padding, verbose=0), classifier.predict(x, verbose=0),
+                               atol=1e-6)  # padded positions do not count
+    with pytest.raises(ValueError, match="pooling='max' is not a pooling"):
+        BertClassifier(backbone, num_classes=2, pooling="max")
