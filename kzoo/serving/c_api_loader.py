@@ -84,6 +84,7 @@ class CApiModel:
 
     def __init__(self, export_dir, tensorflow_dir=None, text_ops_dir=None):
         self.tf = _c_api(pathlib.Path(tensorflow_dir) if tensorflow_dir else package_dir("tensorflow"))
+        self.status = self.tf.TF_NewStatus()  # one TF_Status, reused by every call
         self.core_ops = self._registered_ops()
         text_ops_dir = pathlib.Path(text_ops_dir) if text_ops_dir else package_dir("tensorflow_text") / "python/ops"
         for library in sorted(text_ops_dir.glob("*.so")):
@@ -99,12 +100,6 @@ class CApiModel:
         self.meta_graph = ctypes.string_at(meta_graph.contents.data, meta_graph.contents.length)
         self.tf.TF_DeleteBuffer(meta_graph)
         self.signatures = wire_format.signatures(self.meta_graph)
-
-    @property
-    def status(self):
-        if not hasattr(self, "_status"):
-            self._status = self.tf.TF_NewStatus()
-        return self._status
 
     def _check(self, result, what):
         if self.tf.TF_GetCode(self.status) != 0:

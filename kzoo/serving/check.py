@@ -16,6 +16,7 @@ import pathlib
 import sys
 
 from kzoo.serving.contract_loader import ContractLoader, ServingError
+from kzoo.serving.model_config import saved_model_versions, served_models
 from kzoo.serving.op_audit import DEFAULT_TF_SERVING, TF_SERVING_RELEASES
 
 SAMPLE_TEXTS = ["A man in an orange hat starring at something.", "", "Ünïcödé café ☃ 日本語 😀 naïve",
@@ -27,18 +28,13 @@ def version_dirs(path):
     path = pathlib.Path(path)
     if (path / "saved_model.pb").is_file():
         return [path]
-    if _newest_version(path):
-        return [_newest_version(path)]
-    found = [_newest_version(model) for model in sorted(path.iterdir()) if model.is_dir()] if path.is_dir() else []
-    found = [version for version in found if version]
+    versions = saved_model_versions(path)
+    if versions:
+        return versions[-1:]
+    found = [saved_model_versions(path / name)[-1] for name in served_models(path)] if path.is_dir() else []
     if not found:
         raise FileNotFoundError(f"{path} holds no SavedModel (<model>/<version>/saved_model.pb).")
     return found
-
-
-def _newest_version(model_dir):
-    versions = [(int(v.name), v) for v in model_dir.glob("*") if v.name.isdigit() and (v / "saved_model.pb").is_file()]
-    return max(versions)[1] if versions else None
 
 
 def _python_outputs(export_dir, inputs):
@@ -73,10 +69,9 @@ def check_contract(export_dir, tf_serving=DEFAULT_TF_SERVING, texts=SAMPLE_TEXTS
             if not info["shape"] or info["shape"][0] != -1:
                 problems.append(f"output {name} has shape {info['shape']}: the batch must be its first dimension")
         for batch in (texts, []):
-            inputs = {name: [text.encode("utf-8") for text in batch] for name in signature["inputs"]}
-            request = {"inputs": {name: [t.decode("utf-8") for t in values] for name, values in inputs.items()}}
+            inputs = {name: list(batch) for name in signature["inputs"]}
             try:
-                outputs = served.rest(request)["outputs"]
+                outputs = served.rest({"inputs": inputs})["outputs"]
             except ServingError as error:
                 problems.append(f"batch of {len(batch)} failed: {error}")
                 continue

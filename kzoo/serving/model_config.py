@@ -12,13 +12,18 @@ import argparse
 import pathlib
 
 
+def saved_model_versions(model_dir):
+    """The version folders of a model folder that hold a saved_model.pb, oldest first (what TF Serving would load)."""
+    versions = [v for v in pathlib.Path(model_dir).glob("*") if v.name.isdigit() and (v / "saved_model.pb").is_file()]
+    return sorted(versions, key=lambda v: int(v.name))
+
+
 def served_models(saved_models_dir):
     """The names of the model folders in `saved_models_dir` that hold a numbered version with a saved_model.pb."""
     root = pathlib.Path(saved_models_dir)
     if not root.is_dir():
         raise FileNotFoundError(f"{root} is not a folder: pass the folder holding <model>/<version>/saved_model.pb.")
-    return sorted(model.name for model in root.iterdir()
-                  if model.is_dir() and any(v.name.isdigit() and (v / "saved_model.pb").is_file() for v in model.iterdir()))
+    return sorted(model.name for model in root.iterdir() if model.is_dir() and saved_model_versions(model))
 
 
 def model_config(names, base_path="/models"):

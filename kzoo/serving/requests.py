@@ -95,10 +95,9 @@ def grpc_request(model_name, inputs, signature_name="serving_default", version=N
     if version is not None:
         request.model_spec.version.value = int(version)
     for name, values in columns.items():
-        if values and isinstance(values[0], str):
-            values = [value.encode("utf-8") for value in values]
-        request.inputs[name].CopyFrom(tf.make_tensor_proto(values, dtype=tf.string if not values or
-                                                            isinstance(values[0], bytes) else None))
+        values = [value.encode("utf-8") if isinstance(value, str) else value for value in values]
+        is_text = not values or isinstance(values[0], bytes)  # an empty batch is an empty batch of strings
+        request.inputs[name].CopyFrom(tf.make_tensor_proto(values, dtype=tf.string if is_text else None))
     return request
 
 

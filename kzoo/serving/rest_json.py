@@ -55,6 +55,13 @@ def _scalar(value, dtype, where):
     return value
 
 
+def _named(value, inputs):
+    """A value given for a signature's only input without its name, as {name: value}; anything else as it is."""
+    if len(inputs) == 1 and not (isinstance(value, dict) and set(value) == set(inputs)):
+        return {next(iter(inputs)): value}
+    return value
+
+
 def request_tensors(body, signatures):
     """A decoded JSON request body to (signature name, {input name: tensor}, row form?)."""
     if not isinstance(body, dict):
@@ -72,27 +79,21 @@ def request_tensors(body, signatures):
             raise RequestError("\"instances\" must be a list, one entry per example.")
         columns = {key: [] for key in inputs}
         for i, instance in enumerate(instances):
-            if len(inputs) == 1 and not (isinstance(instance, dict) and set(instance) == set(inputs)):
-                instance = {next(iter(inputs)): instance}
+            instance = _named(instance, inputs)
             if not isinstance(instance, dict) or set(instance) != set(inputs):
                 raise RequestError(f"instances[{i}] must be an object with the signature's inputs {sorted(inputs)}.")
             for key in inputs:
                 columns[key].append(instance[key])
-        tensors = {}
-        for key, info in inputs.items():
-            shape, flat = _flatten(columns[key], info["dtype"], f"instances.{key}")
-            tensors[key] = (info["dtype"], shape, flat)
-        return name, tensors, True
-    columns = body["inputs"]
-    if len(inputs) == 1 and not (isinstance(columns, dict) and set(columns) == set(inputs)):
-        columns = {next(iter(inputs)): columns}
-    if not isinstance(columns, dict) or set(columns) != set(inputs):
-        raise RequestError(f"\"inputs\" must be an object with the signature's inputs {sorted(inputs)}.")
+    else:
+        columns = _named(body["inputs"], inputs)
+        if not isinstance(columns, dict) or set(columns) != set(inputs):
+            raise RequestError(f"\"inputs\" must be an object with the signature's inputs {sorted(inputs)}.")
+    row_form = "instances" in body
     tensors = {}
     for key, info in inputs.items():
-        shape, flat = _flatten(columns[key], info["dtype"], f"inputs.{key}")
+        shape, flat = _flatten(columns[key], info["dtype"], f"{'instances' if row_form else 'inputs'}.{key}")
         tensors[key] = (info["dtype"], shape, flat)
-    return name, tensors, False
+    return name, tensors, row_form
 
 
 def _json_value(value):

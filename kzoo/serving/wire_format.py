@@ -208,9 +208,7 @@ def decode_tensor(data):
                 while position < len(chunk):
                     value, position = _varint(chunk, position)
                     values.append(value)
-        values = [_signed64(v) if dtype != "bool" else bool(v) for v in values]
-        if dtype == "int32":
-            values = [v - (1 << 32) if v >= 1 << 31 else v for v in values]
+        values = [_signed64(v) if dtype != "bool" else bool(v) for v in values]  # negative ints are 64-bit varints
     if len(values) == 1 and size != 1:  # protocol buffers' shorthand: one value fills the tensor
         values = values * size
     if len(values) != size:
