@@ -59,6 +59,7 @@ class FinetuningConfig:
     trim_padding: bool = False  # cut each batch to its longest example (same outputs, less work on short texts)
     group_by_length: bool = False  # training batches of similar-length examples (with trim_padding: less padding)
     pooling: str = "pooled"  # the head reads BERT's [CLS] pooler ("pooled") or the mean of the last layer ("mean")
+    freeze_token_embedding: bool = False  # keep the pretrained token embedding table as it is (a faster step)
 
 
 def load_backbone(config, vocabulary_size):
@@ -145,6 +146,8 @@ def train(config, output_dir, verbose=1):
         backbone = load_backbone(config, vocabulary_size)
         if config.pooling == "mean":
             backbone.pooler.trainable = False  # the head does not read the [CLS] pooler: nothing to train there
+        if config.freeze_token_embedding:
+            backbone.token_embedding.trainable = False
         classifier = BertClassifier(backbone, num_classes=len(train_split.label_names), dropout=config.dropout,
                                     pooling=config.pooling)
         schedule = WarmupLinearDecay(config.learning_rate, total_steps, int(config.warmup_fraction * total_steps))

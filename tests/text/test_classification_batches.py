@@ -176,3 +176,24 @@ def test_length_grouped_batches_hold_similar_lengths_and_every_example_once(toke
     assert classification_batches.LENGTH_GROUP_BATCHES * 4 >= 200
     with pytest.raises(ValueError, match="needs shuffle=True"):
         classification_dataset(texts, labels, tokenizer, 40, 4, group_by_length=True)
+
+
+@pytest.mark.parametrize("pairs", [False, True])
+def test_length_grouping_sorts_by_tokens_not_characters(tokenizer, pairs):
+    # Character counts say little here: "a" is one token of one character, "zz...z" one [UNK] token of 1 to 59
+    # characters. Sorted by tokens, the batches cut one sorted window, so their ranges add up to at most the
+    # window's range; sorted by characters they would not.
+    rng = np.random.default_rng(1)
+    counts = rng.integers(1, 16, size=96)
+    texts = [" ".join(["a"] * int(n)) + " " + "z" * int(z) for n, z in zip(counts, rng.integers(1, 60, size=96))]
+    second = [" ".join(["a"] * int(n)) for n in counts] if pairs else None
+    tokens = 2 * counts + 4 if pairs else counts + 3  # [CLS] a.. [UNK] [SEP] (a.. [SEP])
+    options = dict(second_texts=second, shuffle=True, seed=5, drop_remainder=True, group_by_length=True)
+    for dataset in (classification_dataset(texts, list(range(96)), tokenizer, 40, 4, trim_padding=True, **options),
+                    preprocessed_dataset(texts, list(range(96)), packing_preprocessor(tokenizer, 40), 4, **options)):
+        epoch = batches(dataset)
+        for features, batch_labels in epoch:
+            np.testing.assert_array_equal(features["padding_mask"].sum(1), tokens[batch_labels])
+            assert features["token_ids"].shape == (4, tokens[batch_labels].max())  # trimmed to the longest
+        assert sum(np.ptp(tokens[b]) for _, b in epoch) <= np.ptp(tokens)
+        assert sorted(np.concatenate([b for _, b in epoch]).tolist()) == list(range(96))

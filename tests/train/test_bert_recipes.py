@@ -66,6 +66,20 @@ def test_fine_tuning_starts_from_the_pretrained_backbone(pretrained, tmp_path):
     assert random.num_layers == 4 and random.hidden_dim == 256  # the baseline has bert_mini's size
 
 
+def test_fine_tuning_can_keep_the_token_embedding_table(pretrained, tmp_path):
+    output, _, _ = pretrained
+    config = FinetuningConfig(task="sst2", backbone=str(output / "backbone.keras"), sequence_length=32,
+                              train_steps=3, epochs=1, train_examples=96, dev_examples=16, trim_padding=True,
+                              group_by_length=True, freeze_token_embedding=True)
+    before = load_backbone(config, 8192)
+    classifier, results = bert_finetuning_recipe.train(config, tmp_path, verbose=0)
+    after = classifier.backbone
+    assert not after.token_embedding.trainable and results["steps"] == 3
+    np.testing.assert_array_equal(after.token_embedding.get_weights()[0], before.token_embedding.get_weights()[0])
+    for name in ("position_embedding", "embeddings_norm", "pooler"):  # the rest of the backbone is trained
+        assert np.abs(getattr(after, name).get_weights()[0] - getattr(before, name).get_weights()[0]).max() > 1e-5
+
+
 class _FixedLogits:
     def __init__(self, logits):
         self.logits = np.asarray(logits, "float32")
