@@ -7,7 +7,8 @@ class BertTask(keras.Model):
     A task model calls its `backbone` on the backbone's own inputs (plus any inputs of its own), so the backbone's
     weights are shared, not copied: fine-tuning a head trains the backbone passed in. `get_config()` nests the
     backbone's config; `compile()` fills in whatever the caller leaves as "auto" with the head's defaults, given by
-    `default_loss()`, `default_metrics()` and `default_learning_rate`.
+    `default_loss()`, `default_metrics()` and `default_learning_rate`; `keras.saving.load_model` compiles the loaded
+    model as it was saved.
 
     Optimizer default: AdamW with weight decay 0.01 on kernels and embeddings only (not on biases or layer-norm
     parameters), epsilon 1e-6, as in BERT's `optimization.py`.
@@ -38,6 +39,14 @@ class BertTask(keras.Model):
         if metrics == "auto":
             metrics = self.default_metrics()
         super().compile(optimizer=optimizer, loss=loss, metrics=metrics, **kwargs)
+
+    def compile_from_config(self, config):
+        # Keras skips compiling a loaded model whose class overrides `compile`; this one only fills in defaults, and
+        # the saved arguments are already filled in, so a loaded classifier comes back compiled, optimizer included.
+        config = keras.saving.deserialize_keras_object(config)
+        self.compile(**config)
+        if self.built:
+            self.optimizer.build(self.trainable_variables)  # its slots exist before the saved state is read in
 
     def head_config(self):
         return {}

@@ -5,9 +5,10 @@
     python -m kzoo.train.bert_finetuning_recipe --task sst2 --checkpoint path/to/all-MiniLM-L6-v2 --output runs/sst2
 
 loads the pretrained backbone (or, without --backbone, initialises one of the same size at random: the ablation's
-baseline; or, with --checkpoint, a public BERT checkpoint with its own tokenizer), adds `BertClassifier`'s head, trains with AdamW and BERT's warm-up/linear-decay schedule for a fixed
-number of steps inside the strategy kzoo picks, evaluates on the dev split after every epoch, and writes the
-classifier, the configuration, the history and the dev scores to the output folder.
+baseline; or, with --checkpoint, a public BERT checkpoint with its own tokenizer), adds `BertClassifier`'s head,
+trains with AdamW (with layer-wise learning-rate decay under --layer-decay) and BERT's warm-up/linear-decay schedule
+for a fixed number of steps inside the strategy kzoo picks, evaluates on the dev split after every epoch, and writes
+the classifier, the configuration, the history and the dev scores to the output folder.
 """
 
 import argparse
@@ -32,6 +33,7 @@ from kzoo.train.config_arguments import add_config_arguments, config_from_argume
 from kzoo.train.distribution import strategy
 from kzoo.train.fault_tolerance import StopOnNaN, WorkerBackupAndRestore
 from kzoo.train.metrics import SparseF1Score
+from kzoo.train.optimizers import LayerwiseAdamW, bert_layer_decay
 from kzoo.train.schedules import WarmupLinearDecay
 
 TASK_SEQUENCE_LENGTHS = {"sst2": 64, "mrpc": 128}  # SST-2 sentences fit in 64 pieces; MRPC pairs need 128
@@ -60,6 +62,7 @@ class FinetuningConfig:
     group_by_length: bool = False  # training batches of similar-length examples (with trim_padding: less padding)
     pooling: str = "pooled"  # the head reads BERT's [CLS] pooler ("pooled") or the mean of the last layer ("mean")
     freeze_token_embedding: bool = False  # keep the pretrained token embedding table as it is (a faster step)
+    layer_decay: float = 1.0  # each encoder block down learns this times slower than the one above (1: no decay)
 
 
 def load_backbone(config, vocabulary_size):
@@ -151,8 +154,9 @@ def train(config, output_dir, verbose=1):
         classifier = BertClassifier(backbone, num_classes=len(train_split.label_names), dropout=config.dropout,
                                     pooling=config.pooling)
         schedule = WarmupLinearDecay(config.learning_rate, total_steps, int(config.warmup_fraction * total_steps))
+        multipliers = bert_layer_decay(backbone.num_layers, config.layer_decay) if config.layer_decay != 1 else {}
         classifier.compile(
-            optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01, epsilon=1e-6),
+            optimizer=LayerwiseAdamW(multipliers, learning_rate=schedule, weight_decay=0.01, epsilon=1e-6),
             metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy"), SparseF1Score(name="f1")],
         )
     source = config.checkpoint or config.backbone

@@ -2,6 +2,7 @@ import dataclasses
 import itertools
 import json
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -9,7 +10,7 @@ import tensorflow as tf
 from kzoo.data.wikitext import wikitext2_file, wikitext_documents
 from kzoo.models import BertPretrainer
 from kzoo.text.wordpiece import load_vocabulary, wordpiece_tokenizer
-from kzoo.train import bert_finetuning_recipe, bert_pretraining_recipe
+from kzoo.train import LayerwiseAdamW, bert_finetuning_recipe, bert_pretraining_recipe
 from kzoo.train.bert_finetuning_recipe import FinetuningConfig, dev_scores, load_backbone
 from kzoo.train.bert_pretraining_recipe import PretrainingConfig
 
@@ -54,7 +55,7 @@ def test_pretraining_lowers_the_masked_lm_loss_and_writes_the_run(pretrained):
 def test_fine_tuning_starts_from_the_pretrained_backbone(pretrained, tmp_path):
     output, _, _ = pretrained
     config = FinetuningConfig(task="mrpc", backbone=str(output / "backbone.keras"), sequence_length=64,
-                              train_steps=4, epochs=1, train_examples=64, dev_examples=32)
+                              train_steps=4, epochs=1, train_examples=64, dev_examples=32, layer_decay=0.5)
     backbone = load_backbone(config, 8192)
     assert backbone.num_layers == 2 and backbone.hidden_dim == 128
     with pytest.raises(ValueError, match="8192-token vocabulary"):
@@ -62,6 +63,15 @@ def test_fine_tuning_starts_from_the_pretrained_backbone(pretrained, tmp_path):
     classifier, results = bert_finetuning_recipe.train(config, tmp_path, verbose=0)
     assert results["steps"] == 4 and results["backbone"] == config.backbone
     assert json.loads((tmp_path / "scores.json").read_text())["dev"] == results["dev"]
+    # --layer-decay 0.5 on 2 blocks: the bottom block learns at a quarter of the rate, and the saved classifier
+    # keeps its optimizer's factors.
+    saved = keras.saving.load_model(tmp_path / "classifier.keras")
+    for optimizer in (classifier.optimizer, saved.optimizer):
+        assert isinstance(optimizer, LayerwiseAdamW)
+        assert optimizer.multiplier("encoder_block_0/feed_forward/output_dense/kernel") == 0.25
+        assert optimizer.multiplier("token_embedding/embeddings") == 0.125
+        assert optimizer.multiplier("logits/kernel") == 1.0
+    assert int(saved.optimizer.iterations) == 4
     random = load_backbone(FinetuningConfig(), 8192)
     assert random.num_layers == 4 and random.hidden_dim == 256  # the baseline has bert_mini's size
 
