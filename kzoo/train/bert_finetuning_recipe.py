@@ -154,7 +154,7 @@ def train(config, output_dir, verbose=1):
         classifier = BertClassifier(backbone, num_classes=len(train_split.label_names), dropout=config.dropout,
                                     pooling=config.pooling)
         schedule = WarmupLinearDecay(config.learning_rate, total_steps, int(config.warmup_fraction * total_steps))
-        multipliers = bert_layer_decay(backbone.num_layers, config.layer_decay) if config.layer_decay != 1 else {}
+        multipliers = bert_layer_decay(backbone.num_layers, config.layer_decay)  # all 1 by default: plain AdamW
         classifier.compile(
             optimizer=LayerwiseAdamW(multipliers, learning_rate=schedule, weight_decay=0.01, epsilon=1e-6),
             metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy"), SparseF1Score(name="f1")],
