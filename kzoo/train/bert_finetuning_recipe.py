@@ -9,6 +9,11 @@ baseline; or, with --checkpoint, a public BERT checkpoint with its own tokenizer
 trains with AdamW (with layer-wise learning-rate decay under --layer-decay) and BERT's warm-up/linear-decay schedule
 for a fixed number of steps inside the strategy kzoo picks, evaluates on the dev split after every epoch, and writes
 the classifier, the configuration, the history and the dev scores to the output folder.
+
+With --ema-momentum m (for example 0.999) the optimizer also keeps an exponential moving average of the trainable
+weights, over about the last 1 / (1 - m) steps, and the run ends on it (Keras's `use_ema`): the saved classifier and
+the final dev scores are the average's, while the per-epoch dev accuracies in the history are those of the weights
+being trained. Keep 1 / (1 - m) well under the number of steps: the average starts from the weights after the first.
 """
 
 import argparse
@@ -63,6 +68,7 @@ class FinetuningConfig:
     pooling: str = "pooled"  # the head reads BERT's [CLS] pooler ("pooled") or the mean of the last layer ("mean")
     freeze_token_embedding: bool = False  # keep the pretrained token embedding table as it is (a faster step)
     layer_decay: float = 1.0  # each encoder block down learns this times slower than the one above (1: no decay)
+    ema_momentum: float = 0.0  # > 0: keep this exponential moving average of the weights and end on it (0: off)
 
 
 def load_backbone(config, vocabulary_size):
@@ -117,6 +123,9 @@ def train(config, output_dir, verbose=1):
     """Run the whole recipe; returns the classifier and the scores dict also written to output_dir/scores.json."""
     if config.task not in TASK_SEQUENCE_LENGTHS:
         raise ValueError(f"task={config.task!r} is not supported; use one of {tuple(TASK_SEQUENCE_LENGTHS)}.")
+    if not 0 <= config.ema_momentum < 1:
+        raise ValueError(f"ema_momentum={config.ema_momentum} must be in [0, 1): 0 turns the moving average off, "
+                         "0.999 averages over about the last 1000 steps.")
     output_dir = pathlib.Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
     keras.utils.set_random_seed(config.seed)
@@ -156,7 +165,8 @@ def train(config, output_dir, verbose=1):
         schedule = WarmupLinearDecay(config.learning_rate, total_steps, int(config.warmup_fraction * total_steps))
         multipliers = bert_layer_decay(backbone.num_layers, config.layer_decay)  # all 1 by default: plain AdamW
         classifier.compile(
-            optimizer=LayerwiseAdamW(multipliers, learning_rate=schedule, weight_decay=0.01, epsilon=1e-6),
+            optimizer=LayerwiseAdamW(multipliers, learning_rate=schedule, weight_decay=0.01, epsilon=1e-6,
+                                     use_ema=config.ema_momentum > 0, ema_momentum=config.ema_momentum or 0.99),
             metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy"), SparseF1Score(name="f1")],
         )
     source = config.checkpoint or config.backbone

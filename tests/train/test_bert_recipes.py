@@ -90,6 +90,31 @@ def test_fine_tuning_can_keep_the_token_embedding_table(pretrained, tmp_path):
         assert np.abs(getattr(after, name).get_weights()[0] - getattr(before, name).get_weights()[0]).max() > 1e-5
 
 
+def test_fine_tuning_ends_on_the_moving_average_of_the_weights(pretrained, tmp_path):
+    output, _, _ = pretrained
+    config = FinetuningConfig(task="sst2", backbone=str(output / "backbone.keras"), sequence_length=32,
+                              train_steps=2, epochs=1, train_examples=64, dev_examples=16, trim_padding=True,
+                              learning_rate=1e-2)  # steps large enough to tell the average from the last weights
+    final = {}
+    for momentum in (0.0, 0.5, 0.25):  # the same seed, so the same two steps; only what the run ends on differs
+        run = dataclasses.replace(config, ema_momentum=momentum)
+        classifier, _ = bert_finetuning_recipe.train(run, tmp_path / str(momentum), verbose=0)
+        final[momentum] = [v.numpy() for v in classifier.trainable_variables]
+        if momentum:
+            averages = [v.numpy() for v in classifier.optimizer._model_variables_moving_average]
+            for weight, average in zip(final[momentum], averages):
+                np.testing.assert_array_equal(weight, average)
+    # Keras's average takes the first step's weights w1 as they are, then m·average + (1 - m)·w2, so both runs
+    # must give back the same w1 from the last weights w2 of the run without an average.
+    for w2, half, quarter in zip(final[0.0], final[0.5], final[0.25]):
+        np.testing.assert_allclose((half - 0.5 * w2) / 0.5, (quarter - 0.75 * w2) / 0.25, atol=2e-5)
+    moved = [np.abs(half - w2).max() for w2, half in zip(final[0.0], final[0.5])]
+    assert max(moved) > 1e-3  # the average is not the last step's weights
+    with pytest.raises(ValueError, match="ema_momentum=1.0 must be in"):
+        bert_finetuning_recipe.train(dataclasses.replace(config, ema_momentum=1.0), tmp_path / "bad", verbose=0)
+    assert not (tmp_path / "bad").exists()  # refused before the run folder is made
+
+
 class _FixedLogits:
     def __init__(self, logits):
         self.logits = np.asarray(logits, "float32")
