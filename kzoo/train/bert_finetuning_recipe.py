@@ -166,7 +166,7 @@ def train(config, output_dir, verbose=1):
         multipliers = bert_layer_decay(backbone.num_layers, config.layer_decay)  # all 1 by default: plain AdamW
         classifier.compile(
             optimizer=LayerwiseAdamW(multipliers, learning_rate=schedule, weight_decay=0.01, epsilon=1e-6,
-                                     use_ema=config.ema_momentum > 0, ema_momentum=config.ema_momentum or 0.99),
+                                     use_ema=config.ema_momentum > 0, ema_momentum=config.ema_momentum),
             metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy"), SparseF1Score(name="f1")],
         )
     source = config.checkpoint or config.backbone
