@@ -22,9 +22,13 @@ $(STAMP): setup.cfg pyproject.toml
 # Two processes, each taking whole test files (module fixtures are built once): on the 2-core CI machine the suite
 # takes about 10 minutes instead of 16. TEST_WORKERS=0 runs it in this one process.
 TEST_WORKERS ?= 2
+JAX_TESTS := tests/layers tests/models
 
 test: $(STAMP)
+	$(PY) -m ruff check .
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
+	# The backend-free core again, under Keras's JAX backend.
+	KERAS_BACKEND=jax $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(JAX_TESTS)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow

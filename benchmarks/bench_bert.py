@@ -22,8 +22,6 @@ from dataclasses import asdict, dataclass
 import keras
 import keras_hub
 import tensorflow as tf
-
-import kzoo
 from results_file import environment, replace_section
 from timing import (
     MATMUL_RUNS,
@@ -39,6 +37,8 @@ from timing import (
     timer,
     training_rows,
 )
+
+import kzoo
 
 SECTION = "bert-speed"
 INFERENCE_CALLS = {1: 10, 64: 1}  # inference batch size -> calls timed per repeat

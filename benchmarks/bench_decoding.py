@@ -29,13 +29,13 @@ import keras
 import keras_hub
 import tensorflow as tf
 from keras import ops
+from results_file import environment, replace_section
+from timing import OtherLoad, interleaved, timer
 
 import kzoo
 from kzoo.decoding import beam_search, generate
 from kzoo.decoding.length_limit import force_end
 from kzoo.text import END, START
-from results_file import environment, replace_section
-from timing import OtherLoad, interleaved, timer
 
 VOCABULARY = 8000
 LAYERS = 3

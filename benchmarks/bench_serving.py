@@ -27,13 +27,13 @@ import time
 import keras
 import keras_hub
 import numpy as np
+from results_file import environment, replace_section
 
 from kzoo.data.glue import glue
 from kzoo.export import export_classifier
 from kzoo.models import Bert, BertClassifier
 from kzoo.serving import ContractLoader
 from kzoo.text.bert_preprocessor import BertPreprocessor
-from results_file import environment, replace_section
 
 SECTION = "serving-latency"
 SEQUENCE_LENGTH = 128

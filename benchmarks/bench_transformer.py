@@ -19,8 +19,6 @@ import keras
 import keras_hub
 import tensorflow as tf
 from keras import ops
-
-import kzoo
 from results_file import environment, replace_section
 from timing import (
     MATMUL_RUNS,
@@ -32,6 +30,8 @@ from timing import (
     time_training,
     training_rows,
 )
+
+import kzoo
 
 
 @dataclass(frozen=True)

@@ -53,12 +53,14 @@ def _same_run(run_dir, config):
 def pretraining_summary(pretrained_dir, pretraining, config):
     """Where the pretrained backbone came from: the CPU recipe, or benchmarks/bert_pretraining_accelerator.py."""
     scores = (f"at the end its validation masked-LM accuracy was {100 * pretraining['val_mlm_accuracy']:.1f}% (loss "
-              f"{pretraining['val_mlm_loss']:.2f}) and next-sentence accuracy {100 * pretraining['val_nsp_accuracy']:.1f}%.")
+              f"{pretraining['val_mlm_loss']:.2f}) and next-sentence accuracy "
+              f"{100 * pretraining['val_nsp_accuracy']:.1f}%.")
     size = (f"a {config['preset']}-sized BERT (WordPiece vocabulary of 8,192 learned from WikiText-2), "
             f"{pretraining['steps']:,} steps of {config['batch_size']} × {config['sequence_length']} tokens")
     if "backend" in pretraining:  # pretrained on an accelerator through Keras's JAX backend
         return (
-            f"Pretrained backbone: `{pretrained_dir}/backbone.keras`, made by `benchmarks/bert_pretraining_accelerator.py` "
+            f"Pretrained backbone: `{pretrained_dir}/backbone.keras`, made by "
+            "`benchmarks/bert_pretraining_accelerator.py` "
             f"(export here, `train --batch-size {config['batch_size']} --learning-rate {config['learning_rate']:g} "
             f"--warmup-fraction {config['warmup_fraction']:g}` on one {', '.join(pretraining['device'])} GPU "
             f"(an NVIDIA H200) with Keras's {pretraining['backend']} backend, `import` here; see that script's "
@@ -92,7 +94,8 @@ def report(results, pretrained_dir, runs_dir, steps, env):
         )
     commands = "\n".join(
         f"    .venv/bin/python -m kzoo.train.bert_finetuning_recipe --task {task} --train-steps {task_steps} "
-        f"--output {runs_dir}/{task}_{arm}{' --backbone ' + str(pretrained_dir / 'backbone.keras') if arm == 'pretrained' else ''}"
+        f"--output {runs_dir}/{task}_{arm}"
+        f"{' --backbone ' + str(pretrained_dir / 'backbone.keras') if arm == 'pretrained' else ''}"
         for task, task_steps in steps.items()
         for arm in ("random", "pretrained")
     )

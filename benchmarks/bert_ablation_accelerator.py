@@ -16,7 +16,8 @@ for several seeds on a GPU, with Keras's JAX backend, in three steps:
 3. `report` (anywhere): the per-seed table, means and standard deviations, into RESULTS.md.
 
 Usage:
-    .venv/bin/python benchmarks/bert_ablation_accelerator.py export --backbone runs/bert_wikitext2_h200/backbone.keras \\
+    .venv/bin/python benchmarks/bert_ablation_accelerator.py export \\
+        --backbone runs/bert_wikitext2_h200/backbone.keras \\
         --output glue_tokens/
     KERAS_BACKEND=jax python3 benchmarks/bert_ablation_accelerator.py train --data glue_tokens/ --output $OUT --seeds 5
     .venv/bin/python benchmarks/bert_ablation_accelerator.py report --results OUT/ablation_runs.json \\
@@ -47,8 +48,8 @@ SEQUENCE_LENGTHS = {"sst2": 64, "mrpc": 128}
 def export(backbone_path, output):
     from kzoo.data.glue import glue
     from kzoo.text.classification_batches import classification_dataset
-    from kzoo.train.bert_finetuning_recipe import FinetuningConfig
     from kzoo.text.wordpiece import load_vocabulary, wordpiece_tokenizer
+    from kzoo.train.bert_finetuning_recipe import FinetuningConfig
 
     output = pathlib.Path(output)
     output.mkdir(parents=True, exist_ok=True)
@@ -84,7 +85,7 @@ def features(arrays, split, rows=slice(None)):
 
 def train(data, output, seeds, minutes, steps_fraction=1.0):
     models, schedules = import_kzoo_models()
-    from kzoo.train.metrics import SparseF1Score
+    from kzoo.metrics import SparseF1Score
 
     data, output = pathlib.Path(data), pathlib.Path(output)
     output.mkdir(parents=True, exist_ok=True)
@@ -184,14 +185,16 @@ def report(results, backbone_config):
                 for arm in ("random", "pretrained"):
                     values = [100 * arms[arm][metric] for arms in complete.values()]
                     stats[arm, metric] = (statistics.mean(values), statistics.stdev(values))
-                differences = [100 * (arms["pretrained"][metric] - arms["random"][metric]) for arms in complete.values()]
+                differences = [100 * (arms["pretrained"][metric] - arms["random"][metric])
+                               for arms in complete.values()]
                 stats["difference", metric] = (statistics.mean(differences), statistics.stdev(differences))
             n = len(complete)
             wins = sum(arms["pretrained"]["accuracy"] > arms["random"]["accuracy"] for arms in complete.values())
             summary.append(
                 f"- {task} ({n} seeds): accuracy random {stats['random', 'accuracy'][0]:.2f} ± "
                 f"{stats['random', 'accuracy'][1]:.2f}, pretrained {stats['pretrained', 'accuracy'][0]:.2f} ± "
-                f"{stats['pretrained', 'accuracy'][1]:.2f}; pretrained − random {stats['difference', 'accuracy'][0]:+.2f} "
+                f"{stats['pretrained', 'accuracy'][1]:.2f}; pretrained − random "
+                f"{stats['difference', 'accuracy'][0]:+.2f} "
                 f"± {stats['difference', 'accuracy'][1] / n ** 0.5:.2f} (mean ± standard error over paired seeds). "
                 f"F1 random {stats['random', 'f1'][0]:.2f}, pretrained {stats['pretrained', 'f1'][0]:.2f}, difference "
                 f"{stats['difference', 'f1'][0]:+.2f} ± {stats['difference', 'f1'][1] / n ** 0.5:.2f}. The pretrained "

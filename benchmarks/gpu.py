@@ -32,15 +32,15 @@ import sys
 import time
 import traceback
 
-import keras
-import tensorflow as tf
-
 import bench_bert
 import bench_transformer
-import kzoo
-from kzoo.models.bert_presets import SIZES
+import keras
+import tensorflow as tf
 from results_file import environment, replace_section
 from timing import matmul_timer, time_training
+
+import kzoo
+from kzoo.models.bert_presets import SIZES
 
 SECTION = "gpu-training"
 PRECISION = "mixed_bfloat16"

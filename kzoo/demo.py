@@ -65,9 +65,11 @@ def main(argv=None):
     # early in training each checkpoint is much better than the one before.
     config = TranslationConfig(warmup_steps=400, minutes=args.minutes, steps_per_epoch=100, epochs=1000,
                                average_last=1, patience=1000)
-    model, tokenizer, scores = train(config, output, train_pairs, val_pairs, verbose=2, methods=("greedy",))
+    model, tokenizer, scores = train(config, output, train_pairs, val_pairs, test_pairs=(), verbose=2,
+                                     methods=("greedy",))
     print(f"    trained {scores['epochs']} × {config.steps_per_epoch} steps in {scores['train_minutes']} min; "
-          f"validation BLEU {scores['val_greedy']['bleu']} (greedy, sacrebleu {scores['val_greedy']['bleu_signature']})")
+          f"validation BLEU {scores['val_greedy']['bleu']} "
+          f"(greedy, sacrebleu {scores['val_greedy']['bleu_signature']})")
 
     stage(3, "Translating a handful of sentences with beam search (beam 4)")
     translator = Translator(model, tokenizer, method="beam", beam_size=4)

@@ -64,13 +64,3 @@ def wikitext2_file(split, data_dir=None):
         raise ValueError(f"{path} does not have the sha256 of the shipped file ({expected}); fetch it again.")
     return path
 
-
-def make_wikitext2_vocabulary(output, vocabulary_size=8192):
-    """Learn the uncased WordPiece vocabulary of the shipped WikiText-2 train split, write it to `output` and return
-    it; data/wikitext2/vocab.txt is `make_wikitext2_vocabulary("data/wikitext2/vocab.txt")` (about a minute)."""
-    from kzoo.text.wordpiece import learn_wordpiece_vocabulary, save_vocabulary  # TensorFlow, only when learning
-
-    paragraphs = (p for document in wikitext_documents(wikitext2_file("train")) for p in document)
-    vocabulary = learn_wordpiece_vocabulary(paragraphs, vocabulary_size)
-    save_vocabulary(vocabulary, output)
-    return vocabulary

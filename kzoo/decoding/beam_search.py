@@ -3,9 +3,8 @@
 import tensorflow as tf
 
 from kzoo.decoding.length_limit import force_end, row_limits
+from kzoo.layers.masks import MASKED_LOGIT
 from kzoo.text import END, START
-
-NEG_INF = -1e9
 
 
 def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalty=0.6):
@@ -58,12 +57,12 @@ def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalt
         candidates = gather(alive_seq, origin) + tokens[:, :, None] * column  # column i was still 0
         ended = tf.equal(tokens, END)
 
-        alive_log_probs, keep = tf.math.top_k(tf.where(ended, NEG_INF, scores), beam_size)
+        alive_log_probs, keep = tf.math.top_k(tf.where(ended, MASKED_LOGIT, scores), beam_size)
         alive_seq = gather(candidates, keep)
         rows = tf.reshape(gather(origin, keep) + tf.range(batch)[:, None] * beam_size, [-1])
         cache = {"self": tf.nest.map_structure(lambda t: tf.gather(t, rows), cache["self"]), "cross": cache["cross"]}
 
-        pooled_scores = tf.concat([finished_scores, tf.where(ended, scores / penalty(i + 1), NEG_INF)], axis=1)
+        pooled_scores = tf.concat([finished_scores, tf.where(ended, scores / penalty(i + 1), MASKED_LOGIT)], axis=1)
         finished_scores, best = tf.math.top_k(pooled_scores, beam_size)
         finished_seq = gather(tf.concat([finished_seq, candidates], axis=1), best)
         last_token = tf.reshape(gather(tokens, keep), [-1])
@@ -77,7 +76,7 @@ def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalt
         return (i < max_length) & ~settled
 
     empty = tf.zeros([batch, beam_size, max_length], tf.int32)
-    first_beam_only = tf.concat([tf.zeros([batch, 1]), tf.fill([batch, beam_size - 1], NEG_INF)], axis=1)
+    first_beam_only = tf.concat([tf.zeros([batch, 1]), tf.fill([batch, beam_size - 1], MASKED_LOGIT)], axis=1)
     _, _, _, _, finished_seq, _, _ = tf.while_loop(
         searching,
         step,
@@ -87,7 +86,7 @@ def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalt
             empty,
             first_beam_only,
             empty,
-            tf.fill([batch, beam_size], NEG_INF),
+            tf.fill([batch, beam_size], MASKED_LOGIT),
             cache,
         ),
     )

@@ -2,6 +2,7 @@
 
 import tensorflow as tf
 
+from kzoo.layers.masks import MASKED_LOGIT
 from kzoo.text import END
 
 
@@ -17,5 +18,5 @@ def force_end(logits, step, limits):
     So a sentence decoded alone and the same sentence decoded in a batch of longer ones stop at the same length.
     """
     at_limit = tf.greater_equal(step + 1, limits)[:, None]
-    only_end = tf.where(tf.equal(tf.range(tf.shape(logits)[-1]), END), 0.0, -1e9)[None, :]
+    only_end = tf.where(tf.equal(tf.range(tf.shape(logits)[-1]), END), 0.0, MASKED_LOGIT)[None, :]
     return tf.where(at_limit, tf.cast(only_end, logits.dtype), logits)

@@ -2,6 +2,8 @@
 
 import tensorflow as tf
 
+from kzoo.layers.masks import MASKED_LOGIT
+
 
 def greedy():
     """Pick argmax p: deterministic, the usual choice for translation."""
@@ -31,7 +33,7 @@ def sampler(temperature=1.0, top_k=None, top_p=None, seed=0):
 
     def pick(logits, step):
         logits = tf.cast(logits, tf.float32) / temperature
-        masked = tf.fill(tf.shape(logits), float("-inf"))
+        masked = tf.fill(tf.shape(logits), MASKED_LOGIT)
         if top_k is not None:
             kth = tf.math.top_k(logits, k=top_k).values[:, -1:]
             logits = tf.where(logits < kth, masked, logits)

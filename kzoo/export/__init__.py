@@ -1,7 +1,14 @@
 """SavedModel endpoints with text in and text (or labels, or vectors) out, written as atomic, numbered versions."""
 
-from kzoo.export.classifier_export import export_classifier
-from kzoo.export.embedder_export import export_embedder, sentence_embedding
-from kzoo.export.saved_model_writer import serving_root, write_saved_model
-from kzoo.export.translator_export import export_translator
-from kzoo.export.versioned_dir import new_version, next_version
+from kzoo._lazy import lazy_namespace
+
+__getattr__, __dir__ = lazy_namespace(__name__, {
+    "export_classifier": "kzoo.export.classifier_export",
+    "export_embedder": "kzoo.export.embedder_export",
+    "sentence_embedding": "kzoo.export.embedder_export",
+    "serving_root": "kzoo.export.saved_model_writer",
+    "write_saved_model": "kzoo.export.saved_model_writer",
+    "export_translator": "kzoo.export.translator_export",
+    "new_version": "kzoo.export.versioned_dir",
+    "next_version": "kzoo.export.versioned_dir",
+})

@@ -13,14 +13,13 @@ import argparse
 import json
 import pathlib
 
-import keras
-
-from kzoo.export.classifier_export import export_classifier
-from kzoo.export.embedder_export import POOLINGS, export_embedder
-from kzoo.export.translator_export import export_translator
+POOLINGS = ("mean", "cls", "pooled")  # kzoo.export.embedder_export.POOLINGS
 
 
 def export_translation_run(run, output, version=None):
+    import keras
+
+    from kzoo.export.translator_export import export_translator
     from kzoo.text import SubwordTokenizer
     from kzoo.translator import Translator
 
@@ -33,19 +32,25 @@ def export_translation_run(run, output, version=None):
 
 
 def export_classification_run(run, output, version=None, checkpoint=None):
+    import keras
+
     from kzoo.data.glue import GLUE_TASKS
+    from kzoo.export.classifier_export import export_classifier
     from kzoo.text.bert_preprocessor import BertPreprocessor
-    from kzoo.train.bert_finetuning_recipe import TASK_SEQUENCE_LENGTHS
 
     config = json.loads((run / "config.json").read_text())
     checkpoint = checkpoint or config.get("checkpoint")
     if not checkpoint:
         raise ValueError(
-            f"{run} was fine-tuned from a backbone pretrained by kzoo's recipe, whose tokenizer is keras-hub's WordPiece, "
+            f"{run} was fine-tuned from a backbone pretrained by kzoo's recipe, whose tokenizer is keras-hub's "
+            "WordPiece, "
             "not BertPreprocessor: export it from Python with kzoo.export.export_classifier and a preprocessor that "
             "tokenizes as that run did; or pass --checkpoint if the run's tokenizer is a checkpoint's."
         )
-    sequence_length = config.get("sequence_length") or TASK_SEQUENCE_LENGTHS[config["task"]]
+    sequence_length = config.get("sequence_length")
+    if not sequence_length:
+        raise ValueError(f"{run / 'config.json'} records no sequence_length (runs made before kzoo recorded it): "
+                         "fine-tune again, or export from Python with kzoo.export.export_classifier.")
     preprocessor = BertPreprocessor.from_checkpoint(checkpoint, sequence_length=sequence_length)
     classifier = keras.saving.load_model(run / "classifier.keras", compile=False)
     task = GLUE_TASKS[config["task"]]
@@ -54,6 +59,7 @@ def export_classification_run(run, output, version=None, checkpoint=None):
 
 
 def export_checkpoint_embedder(checkpoint, output, version=None, pooling="mean", sequence_length=128):
+    from kzoo.export.embedder_export import export_embedder
     from kzoo.models import Bert
     from kzoo.text.bert_preprocessor import BertPreprocessor
 
@@ -63,7 +69,8 @@ def export_checkpoint_embedder(checkpoint, output, version=None, pooling="mean",
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m kzoo.export", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--run", help="a training run folder (translation or fine-tuning recipe)")
     parser.add_argument("--checkpoint", help="a public BERT checkpoint: alone, exports a sentence embedder; with a "
                                              "fine-tuning --run, the tokenizer to use")
@@ -73,7 +80,10 @@ def main(argv=None):
     parser.add_argument("--sequence-length", type=int, default=128, help="embedder: longer texts are truncated")
     args = parser.parse_args(argv)
     if args.run:
+        from kzoo.train.run import finished_run
+
         run = pathlib.Path(args.run)
+        finished_run(run)  # an unfinished or failed run's files are not whole
         if (run / "model.keras").is_file() and (run / "tokenizer.model").is_file():
             path = export_translation_run(run, args.output, args.version)
         elif (run / "classifier.keras").is_file():

@@ -20,7 +20,8 @@ def new_version(base_dir, version):
     base_dir = pathlib.Path(base_dir)
     target = base_dir / str(version)
     if target.exists():
-        raise FileExistsError(f"{target} exists: versions are never overwritten; pass version={next_version(base_dir)}.")
+        raise FileExistsError(f"{target} exists: versions are never overwritten; pass "
+                              f"version={next_version(base_dir)}.")
     base_dir.mkdir(parents=True, exist_ok=True)
     staging = pathlib.Path(tempfile.mkdtemp(dir=base_dir, prefix=f".{version}.partial-"))
     try:

@@ -89,38 +89,23 @@ class DecoderBlock(TransformerBlock):
     ):
         decoder_padding_mask = key_padding_mask(x_prime, decoder_padding_mask)
         encoder_padding_mask = key_padding_mask(u, encoder_padding_mask)
-        x, self_weights = residual(
-            x_prime,
-            lambda y: self.self_attention(
-                y,
-                padding_mask=decoder_padding_mask,
-                use_causal_mask=use_causal_mask,
-                return_attention_scores=return_attention_scores,
-                training=training,
-            ),
-            self.self_attention_norm,
-            self.self_attention_dropout,
-            self.normalize_first,
-            training,
-        )
-        x, cross_weights = residual(
-            x,
-            lambda y: self.cross_attention(
-                u,
-                y,
-                padding_mask=encoder_padding_mask,
-                return_attention_scores=return_attention_scores,
-                training=training,
-            ),
-            self.cross_attention_norm,
-            self.cross_attention_dropout,
-            self.normalize_first,
-            training,
-        )
-        x, _ = residual(
-            x, self.feed_forward, self.feed_forward_norm, self.feed_forward_dropout, self.normalize_first, training
-        )
+
+        def self_attention(y):
+            return self.self_attention(y, padding_mask=decoder_padding_mask, use_causal_mask=use_causal_mask,
+                                       return_attention_scores=return_attention_scores, training=training)
+
+        def cross_attention(y):
+            return self.cross_attention(u, y, padding_mask=encoder_padding_mask,
+                                        return_attention_scores=return_attention_scores, training=training)
+
+        x, self_weights, cross_weights = self._sublayers(x_prime, self_attention, cross_attention, training)
         return (x, self_weights, cross_weights) if return_attention_scores else x
+
+    def empty_cache(self, batch, max_length, dtype):
+        """Zeros for `decode_step`'s self-attention cache: (keys, values), each (batch, max_length, heads, size), the
+        sizes of the layer's own key and value projections."""
+        return tuple(ops.zeros((batch, max_length) + tuple(kernel.shape[1:]), dtype=dtype)
+                     for kernel in (self.self_attention.key_kernel, self.self_attention.value_kernel))
 
     def decode_step(self, x_prime, index, cache, cross_key_value, encoder_padding_mask=None):
         """The block on the new decoder positions only, reading and extending a key/value cache.
@@ -147,18 +132,24 @@ class DecoderBlock(TransformerBlock):
             return self.self_attention.attend(y, *updated, mask)
 
         cross_mask = None if encoder_padding_mask is None else ops.expand_dims(encoder_padding_mask, 1)
-        x, _ = residual(
-            x_prime, cached_self_attention, self.self_attention_norm, self.self_attention_dropout, self.normalize_first
-        )
-        x, _ = residual(
-            x,
-            lambda y: self.cross_attention.attend(y, *cross_key_value, cross_mask),
-            self.cross_attention_norm,
-            self.cross_attention_dropout,
-            self.normalize_first,
-        )
-        x, _ = residual(x, self.feed_forward, self.feed_forward_norm, self.feed_forward_dropout, self.normalize_first)
+
+        def cached_cross_attention(y):
+            return self.cross_attention.attend(y, *cross_key_value, cross_mask)
+
+        x, _, _ = self._sublayers(x_prime, cached_self_attention, cached_cross_attention)
         return x, tuple(updated)
+
+    def _sublayers(self, x, self_attention, cross_attention, training=None):
+        """The block's three sub-layers in order, each with its residual connection and layer norm; written once
+        for `call` (whole sequences) and `decode_step` (a cache), which differ only in how they attend.
+        `self_attention` and `cross_attention` map the sub-layer input to its output (and attention weights)."""
+        x, self_weights = residual(x, self_attention, self.self_attention_norm, self.self_attention_dropout,
+                                   self.normalize_first, training)
+        x, cross_weights = residual(x, cross_attention, self.cross_attention_norm, self.cross_attention_dropout,
+                                    self.normalize_first, training)
+        x, _ = residual(x, self.feed_forward, self.feed_forward_norm, self.feed_forward_dropout, self.normalize_first,
+                        training)
+        return x, self_weights, cross_weights
 
     def compute_output_shape(self, x_prime_shape, u_shape):
         return x_prime_shape

@@ -75,7 +75,9 @@ class MaskedLMHead(keras.layers.Layer):
         self.norm.build((None, None, hidden_dim))
         if self.token_embedding is None:
             self.output_kernel = self.add_weight(
-                shape=(hidden_dim, self.vocabulary_size), initializer=clone_initializer(self.kernel_initializer), name="output_kernel"
+                shape=(hidden_dim, self.vocabulary_size),
+                initializer=clone_initializer(self.kernel_initializer),
+                name="output_kernel",
             )
         self.output_bias = self.add_weight(shape=(self.vocabulary_size,), initializer="zeros", name="output_bias")
 

@@ -6,11 +6,14 @@ row or a fully padded sequence gives finite weights under `mixed_float16` and `m
 """
 
 from keras import ops
+
 # keras-hub and keras.layers.MultiHeadAttention read and write Keras masks through these same helpers.
 from keras.src.backend import get_keras_mask, set_keras_mask
 
-# Added to the float32 logits of disallowed positions. exp(-1e9) is exactly 0 in float32.
-_MASKED_LOGIT = -1e9
+# The one "minus infinity" of kzoo: added to (or put in place of) the float32 logits of whatever must never be
+# chosen or attended to: masked keys, beam-search slots, tokens past a length limit, padded answer positions. Its
+# exponential is exactly 0 in float32, and, unlike -inf, it never turns a fully masked row into NaN.
+MASKED_LOGIT = -1e9
 
 
 def merge_masks(*masks):
@@ -67,6 +70,6 @@ def masked_softmax(logits, mask=None):
     dtype = logits.dtype
     logits = ops.cast(logits, "float32")
     if mask is not None:
-        bias = ops.where(ops.cast(mask, "bool"), 0.0, _MASKED_LOGIT)
+        bias = ops.where(ops.cast(mask, "bool"), 0.0, MASKED_LOGIT)
         logits = logits + bias
     return ops.cast(ops.softmax(logits, axis=-1), dtype)

@@ -1,10 +1,10 @@
 import keras
 from keras import ops
 
+from kzoo.checkpoints.bert_checkpoint import load_checkpoint_weights, read_checkpoint
 from kzoo.layers.encoder_block import EncoderBlock
 from kzoo.layers.position_embedding import PositionEmbedding
 from kzoo.layers.token_embedding import TokenEmbedding
-from kzoo.models.bert_checkpoint import load_checkpoint_weights, read_checkpoint
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
@@ -39,7 +39,7 @@ class Bert(keras.Model):
         A dict with `sequence_output` (batch, seq, hidden_dim) and `pooled_output` (batch, hidden_dim).
 
     Pretrained weights: `Bert.from_checkpoint(path)` builds the model a Hugging Face or Google BERT checkpoint
-    describes and loads its weights (see `kzoo.models.bert_checkpoint`).
+    describes and loads its weights (see `kzoo.checkpoints.bert_checkpoint`).
 
     Example:
     ```python
@@ -165,9 +165,9 @@ class Bert(keras.Model):
 
         `path` is a Hugging Face folder (config.json, model.safetensors or pytorch_model.bin), a Google folder
         (bert_config.json, bert_model.ckpt.*), or the name of a published Google release such as
-        "uncased_L-4_H-512_A-8", downloaded once (`kzoo.models.bert_weights`). `overrides` are `Bert` arguments
+        "uncased_L-4_H-512_A-8", downloaded once (`kzoo.checkpoints.bert_releases`). `overrides` are `Bert` arguments
         other than sizes: `dropout`, `dtype`, `name`, `activation`. Missing, unexpected or misshapen tensors are
-        errors; see `kzoo.models.bert_checkpoint`.
+        errors; see `kzoo.checkpoints.bert_checkpoint`.
         """
         checkpoint = read_checkpoint(path)
         model = cls(**checkpoint.bert_arguments(**overrides))

@@ -2,7 +2,7 @@
 with `weights=`, loaded from a checkpoint of that size; keyword overrides win. Intermediate size 4 × hidden,
 vocabulary 30,522, 512 positions (a checkpoint's own vocabulary and sizes come with it)."""
 
-from kzoo.models import bert_weights
+from kzoo.checkpoints import bert_releases
 from kzoo.models.bert import Bert
 
 SIZES = {
@@ -20,7 +20,7 @@ def _preset(name):
         arguments = {**SIZES[name], "name": name, **overrides}
         if weights is None:
             return Bert(**arguments)
-        release = bert_weights.find_release(weights)
+        release = bert_releases.find_release(weights)
         if release is not None and release.sizes != SIZES[name]:  # checked before downloading
             raise ValueError(
                 f"{name} is {SIZES[name]}, but the release {weights!r} is {release.sizes}. Use the preset of that "
@@ -46,3 +46,14 @@ bert_small = _preset("bert_small")
 bert_medium = _preset("bert_medium")
 bert_base = _preset("bert_base")
 bert_large = _preset("bert_large")
+
+
+PRESETS = {name: globals()[name] for name in SIZES}
+
+
+def bert_preset(name, weights=None, **overrides):
+    """The preset called `name` ("bert_tiny" ... "bert_large"), as `kzoo.models.bert_tiny(...)` and the others build
+    it; a name that is not a preset is an error listing them."""
+    if name not in PRESETS:
+        raise ValueError(f"preset={name!r} is not a BERT preset; use one of {tuple(PRESETS)}.")
+    return PRESETS[name](weights=weights, **overrides)

@@ -1,10 +1,10 @@
 import keras
 
+from kzoo.checkpoints.bert_checkpoint import load_checkpoint_weights, read_checkpoint
 from kzoo.layers.masked_lm_head import MaskedLMHead
+from kzoo.metrics import MaskedAccuracy
 from kzoo.models.bert import Bert
-from kzoo.models.bert_checkpoint import load_checkpoint_weights, read_checkpoint
 from kzoo.models.bert_task import BertTask
-from kzoo.train.losses import MaskedAccuracy
 
 
 @keras.saving.register_keras_serializable(package="kzoo")

@@ -1,6 +1,7 @@
 import keras
 from keras import ops
 
+from kzoo.layers.masks import MASKED_LOGIT
 from kzoo.models.bert_task import BertTask
 
 
@@ -9,10 +10,11 @@ class BertQuestionAnswerer(BertTask):
     """Extractive question answering (SQuAD-style) on a `Bert` backbone: start and end logits for every position.
 
     The question and the context are packed as `[CLS] question [SEP] context [SEP]`; a dense layer with two units
-    scores every position as the answer's first and last token. Padding positions get a -1e9 logit so that they
-    are never chosen. `best_spans()` turns the logits into the highest-scoring (start, end) with
-    start <= end < start + max_answer_length. `compile()` defaults: a sparse cross-entropy from logits on each of
-    `start` and `end` (their mean is the paper's loss up to a factor 2), accuracy on each, AdamW at 5e-5.
+    scores every position as the answer's first and last token. Padding positions get the logit
+    `kzoo.layers.masks.MASKED_LOGIT` so that they are never chosen. `best_spans()` turns the logits into the
+    highest-scoring (start, end) with start <= end < start + max_answer_length. `compile()` defaults: a sparse
+    cross-entropy from logits on each of `start` and `end` (their mean is the paper's loss up to a factor 2),
+    accuracy on each, AdamW at 5e-5.
 
     Args:
         backbone: `kzoo.models.Bert`. Its weights are shared, not copied.
@@ -44,7 +46,7 @@ class BertQuestionAnswerer(BertTask):
         inputs = dict(backbone.input)
         sequence = backbone(inputs)["sequence_output"]
         logits = head(sequence)  # (batch, seq, 2)
-        padding_bias = (1.0 - ops.cast(inputs["padding_mask"], "float32")) * -1e9  # (batch, seq)
+        padding_bias = (1.0 - ops.cast(inputs["padding_mask"], "float32")) * MASKED_LOGIT  # (batch, seq)
         start = keras.layers.Identity(dtype="float32", name="start")(logits[..., 0] + padding_bias)
         end = keras.layers.Identity(dtype="float32", name="end")(logits[..., 1] + padding_bias)
         super().__init__(inputs=inputs, outputs={"start": start, "end": end}, **kwargs)
@@ -57,7 +59,7 @@ class BertQuestionAnswerer(BertTask):
         scores = ops.expand_dims(start_logits, 2) + ops.expand_dims(end_logits, 1)  # (batch, start, end)
         offsets = ops.arange(length)[None, :] - ops.arange(length)[:, None]  # end - start
         valid = ops.logical_and(offsets >= 0, offsets < max_answer_length)
-        scores = ops.where(valid[None], scores, ops.full_like(scores, -float("inf")))
+        scores = ops.where(valid[None], scores, ops.full_like(scores, MASKED_LOGIT))
         best = ops.cast(ops.argmax(ops.reshape(scores, (ops.shape(scores)[0], -1)), axis=-1), "int32")
         return best // length, best % length
 

@@ -1,7 +1,7 @@
 import keras
 
+from kzoo.metrics import MaskedAccuracy
 from kzoo.models.bert_task import BertTask
-from kzoo.train.losses import MaskedAccuracy
 
 
 @keras.saving.register_keras_serializable(package="kzoo")

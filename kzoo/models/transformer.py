@@ -186,42 +186,36 @@ class Transformer(keras.Model):
             u = self.encoder_output_norm(u)
         return u, padding_mask
 
-    def decode(self, decoder_token_ids, u, encoder_padding_mask):
-        """Logits (batch, t, vocabulary) for every decoder position at once: teacher forcing, no cache."""
+    def decode(self, decoder_token_ids, u, encoder_padding_mask, return_attention_scores=False):
+        """Logits (batch, t, vocabulary) for every decoder position at once: teacher forcing, no cache.
+
+        With `return_attention_scores`, also the attention weights of every decoder block, for drawing: a list of
+        (self, cross) pairs, shaped (batch, heads, t, t) and (batch, heads, t, m).
+        """
         padding_mask = ops.not_equal(decoder_token_ids, 0)
         x = self._embed(decoder_token_ids, self.target_embedding, self.target_positions, self.target_dropout)
+        weights = []
         for block in self.decoder_blocks:
-            x = block(x, u, decoder_padding_mask=padding_mask, encoder_padding_mask=encoder_padding_mask)
-        return self._logits(x)
+            x = block(x, u, decoder_padding_mask=padding_mask, encoder_padding_mask=encoder_padding_mask,
+                      return_attention_scores=return_attention_scores)
+            if return_attention_scores:
+                x, self_weights, cross_weights = x
+                weights.append((self_weights, cross_weights))
+        return (self._logits(x), weights) if return_attention_scores else self._logits(x)
 
     def attention_weights(self, encoder_token_ids, decoder_token_ids):
         """The attention weights of every decoder block, for drawing: a list of (self, cross) pairs, shaped
         (batch, heads, t, t) and (batch, heads, t, m)."""
         u, encoder_padding_mask = self.encode(encoder_token_ids)
-        x = self._embed(decoder_token_ids, self.target_embedding, self.target_positions, self.target_dropout)
-        weights = []
-        for block in self.decoder_blocks:
-            x, self_weights, cross_weights = block(
-                x,
-                u,
-                decoder_padding_mask=ops.not_equal(decoder_token_ids, 0),
-                encoder_padding_mask=encoder_padding_mask,
-                return_attention_scores=True,
-            )
-            weights.append((self_weights, cross_weights))
-        return weights
+        return self.decode(decoder_token_ids, u, encoder_padding_mask, return_attention_scores=True)[1]
 
     def initial_cache(self, u, max_length):
         """The decoding state for `decode_step`: empty self-attention caches of `max_length` positions, and the
         encoder keys and values of every decoder block, computed once from U."""
         batch = ops.shape(u)[0]
 
-        def empty(attention):
-            shape = (batch, max_length, attention.num_heads, attention.key_dim)
-            return ops.zeros(shape, dtype=self.compute_dtype)
-
         return {
-            "self": [(empty(b.self_attention), empty(b.self_attention)) for b in self.decoder_blocks],
+            "self": [block.empty_cache(batch, max_length, self.compute_dtype) for block in self.decoder_blocks],
             "cross": [b.cross_attention.key_value(ops.cast(u, self.compute_dtype)) for b in self.decoder_blocks],
         }
 

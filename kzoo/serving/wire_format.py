@@ -66,7 +66,8 @@ def field_value(data, number, default=None):
 
 def map_entries(data, number):
     """A `map<string, Message>` field as a dict of key to the value's bytes (map entries: key 1, value 2)."""
-    return {field_value(entry, 1, b"").decode("utf-8"): field_value(entry, 2, b"") for entry in field_list(data, number)}
+    entries = field_list(data, number)
+    return {field_value(entry, 1, b"").decode("utf-8"): field_value(entry, 2, b"") for entry in entries}
 
 
 def _signed64(value):

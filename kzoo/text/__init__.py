@@ -1,9 +1,22 @@
 """Text to ids and back, as TensorFlow ops that can live inside an exported graph."""
 
-from kzoo.text.subword_tokenizer import END, PAD, START, UNKNOWN, SubwordTokenizer
-from kzoo.text.translation_batches import encode_pairs, translation_batches
-from kzoo.text.classification_batches import classification_dataset, preprocessed_dataset
-from kzoo.text.sentences import split_sentences
-from kzoo.text.wordpiece import learn_wordpiece_vocabulary, load_vocabulary, save_vocabulary, wordpiece_tokenizer
-from kzoo.text.pretraining_data import pretraining_dataset
-from kzoo.text.bert_preprocessor import BertPreprocessor
+from kzoo._lazy import lazy_namespace
+
+__getattr__, __dir__ = lazy_namespace(__name__, {
+    "END": "kzoo.text.subword_tokenizer",
+    "PAD": "kzoo.text.subword_tokenizer",
+    "START": "kzoo.text.subword_tokenizer",
+    "UNKNOWN": "kzoo.text.subword_tokenizer",
+    "SubwordTokenizer": "kzoo.text.subword_tokenizer",
+    "encode_pairs": "kzoo.text.translation_data",
+    "translation_batches": "kzoo.text.translation_data",
+    "classification_dataset": "kzoo.text.classification_batches",
+    "preprocessed_dataset": "kzoo.text.classification_batches",
+    "split_sentences": "kzoo.text.sentences",
+    "learn_wordpiece_vocabulary": "kzoo.text.wordpiece",
+    "load_vocabulary": "kzoo.text.wordpiece",
+    "save_vocabulary": "kzoo.text.wordpiece",
+    "wordpiece_tokenizer": "kzoo.text.wordpiece",
+    "pretraining_dataset": "kzoo.text.pretraining_data",
+    "BertPreprocessor": "kzoo.text.bert_preprocessor",
+})

@@ -9,7 +9,6 @@ import tensorflow_text as tf_text
 
 from kzoo.text.bert_basic_tokenizer import BertBasicTokenizer
 
-
 # transformers' tokenizer classes that are BERT's BasicTokenizer and WordPiece, with BERT's settings.
 _WORDPIECE_TOKENIZERS = ("BertTokenizer", "DistilBertTokenizer", "ElectraTokenizer", "MobileBertTokenizer")
 
@@ -192,7 +191,7 @@ class BertPreprocessor(keras.layers.Layer):
         has an uppercase letter. `overrides` (any `BertPreprocessor` argument) win over what the files say. Tokens
         added beside vocab.txt (added_tokens.json) are refused with an error rather than tokenized differently.
         """
-        from kzoo.models.bert_weights import checkpoint_folder  # here: kzoo.text does not otherwise need models
+        from kzoo.checkpoints.bert_releases import checkpoint_folder  # here: kzoo.text does not otherwise need models
 
         path = pathlib.Path(path)
         if not (path / "vocab.txt").is_file():

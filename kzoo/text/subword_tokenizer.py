@@ -1,12 +1,12 @@
 import hashlib
 import io
-import os
 import pathlib
-import tempfile
 
 import tensorflow as tf
 import tensorflow_text as tf_text
 from tensorflow_text.python.ops.sentencepiece_tokenizer import gen_sentencepiece_tokenizer
+
+from kzoo.files import write_atomically
 
 PAD, START, END, UNKNOWN = 0, 1, 2, 3
 
@@ -95,13 +95,9 @@ class SubwordTokenizer(tf.Module):
         return cls(path.read_bytes())
 
     def save(self, path):
-        """Write the model proto to `path` atomically (a reader never sees half a file)."""
-        path = pathlib.Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-        with os.fdopen(handle, "wb") as out:
-            out.write(self.model_proto)
-        os.replace(temporary, path)
+        """Write the model proto to `path` atomically (a reader never sees half a file), readable as any file the
+        user makes (the umask's permissions)."""
+        write_atomically(path, self.model_proto)
 
     def pieces(self, ids):
         """The subword strings of a list of ids, for display (word starts are marked with ▁)."""

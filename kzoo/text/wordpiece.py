@@ -5,13 +5,14 @@ tensorflow-text underneath); this module fixes BERT's reserved tokens and their 
 writes them atomically.
 """
 
-import os
 import pathlib
 import re
-import tempfile
 
 import keras_hub
 import tensorflow as tf
+
+from kzoo.data.wikitext import wikitext2_file, wikitext_documents
+from kzoo.files import write_atomically
 
 # BERT's reserved tokens, in the order of Google's vocab.txt. A vocabulary learned here puts them first, at these ids;
 # a loaded one (Google's puts [UNK] at 100) may have them anywhere, so code reads ids with tokenizer.token_to_id.
@@ -91,13 +92,7 @@ def save_vocabulary(vocabulary, path):
     """Write a vocabulary as vocab.txt, one token per line, atomically (a reader never sees half a file)."""
     vocabulary = list(vocabulary)
     _check_vocabulary(vocabulary, "vocabulary")
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(handle, "w", encoding="utf-8", newline="\n") as out:
-        out.writelines(f"{token}\n" for token in vocabulary)
-    os.chmod(temporary, 0o644)  # mkstemp makes files private; a vocabulary is data to share
-    os.replace(temporary, path)
+    write_atomically(path, "".join(f"{token}\n" for token in vocabulary))
 
 
 def wordpiece_tokenizer(vocabulary, lowercase=True, strip_accents=True, sequence_length=None):
@@ -131,3 +126,12 @@ def wordpiece_tokenizer(vocabulary, lowercase=True, strip_accents=True, sequence
         special_tokens=["[UNK]"],
         special_tokens_in_strings=True,
     )
+
+
+def make_wikitext2_vocabulary(output, vocabulary_size=8192):
+    """Learn the uncased WordPiece vocabulary of the shipped WikiText-2 train split, write it to `output` and return
+    it; data/wikitext2/vocab.txt is `make_wikitext2_vocabulary("data/wikitext2/vocab.txt")` (about a minute)."""
+    paragraphs = (p for document in wikitext_documents(wikitext2_file("train")) for p in document)
+    vocabulary = learn_wordpiece_vocabulary(paragraphs, vocabulary_size)
+    save_vocabulary(vocabulary, output)
+    return vocabulary

@@ -16,80 +16,95 @@ the final dev scores are the average's, while the per-epoch dev accuracies in th
 being trained. Keep 1 / (1 - m) well under the number of steps: the average starts from the weights after the first.
 """
 
-import argparse
 import dataclasses
-import json
-import math
-import pathlib
-import time
 
-import keras
-import numpy as np
-
-from kzoo.data.glue import glue
 from kzoo.data.wikitext import WIKITEXT2_DIR
-from kzoo.models import BertClassifier
-from kzoo.models import Bert
-from kzoo.text.bert_preprocessor import BertPreprocessor
-from kzoo.text.classification_batches import classification_dataset, preprocessed_dataset
-from kzoo.text.wordpiece import load_vocabulary, wordpiece_tokenizer
-from kzoo.train.bert_pretraining_recipe import PretrainingConfig, build_backbone
-from kzoo.train.config_arguments import add_config_arguments, config_from_arguments
-from kzoo.train.distribution import strategy
-from kzoo.train.fault_tolerance import StopOnNaN, WorkerBackupAndRestore
-from kzoo.train.metrics import SparseF1Score
-from kzoo.train.optimizers import LayerwiseAdamW, bert_layer_decay
-from kzoo.train.schedules import WarmupLinearDecay
+from kzoo.train.recipe_config import check_settings, setting
+from kzoo.train.run import run_recipe
+
+MODULE = "kzoo.train.bert_finetuning_recipe"
+PRESETS = ("bert_tiny", "bert_mini", "bert_small", "bert_medium", "bert_base", "bert_large")  # kzoo.models.bert_presets
+POOLINGS = ("pooled", "mean")
 
 TASK_SEQUENCE_LENGTHS = {"sst2": 64, "mrpc": 128}  # SST-2 sentences fit in 64 pieces; MRPC pairs need 128
 
 
 @dataclasses.dataclass
 class FinetuningConfig:
-    """Everything a run depends on; printed at the start and saved beside the model."""
+    """Everything a fine-tuning run depends on; printed at the start and saved in the run folder."""
 
-    task: str = "sst2"
-    backbone: str = ""  # a pretrained backbone (.keras); "" builds a randomly initialised one, as pretraining does
-    checkpoint: str = ""  # a public checkpoint (Hugging Face or Google folder, or release name): backbone + tokenizer
-    preset: str = "bert_mini"  # the size of that randomly initialised backbone
-    vocabulary: str = str(WIKITEXT2_DIR / "vocab.txt")
-    sequence_length: int = 0  # 0: the task's default (TASK_SEQUENCE_LENGTHS)
-    batch_size: int = 32
-    learning_rate: float = 1e-4
-    warmup_fraction: float = 0.1
-    epochs: int = 3
-    train_steps: int = 0  # 0: `epochs` full passes; else exactly this many steps, spread over `epochs` epochs
-    train_examples: int = 0  # 0: the whole training split; else its first this many examples
-    dev_examples: int = 0  # 0: the whole dev split
-    dropout: float = 0.1
-    seed: int = 1337
-    trim_padding: bool = False  # cut each batch to its longest example (same outputs, less work on short texts)
-    group_by_length: bool = False  # training batches of similar-length examples (with trim_padding: less padding)
-    pooling: str = "pooled"  # the head reads BERT's [CLS] pooler ("pooled") or the mean of the last layer ("mean")
-    freeze_token_embedding: bool = False  # keep the pretrained token embedding table as it is (a faster step)
-    layer_decay: float = 1.0  # each encoder block down learns this times slower than the one above (1: no decay)
-    ema_momentum: float = 0.0  # > 0: keep this exponential moving average of the weights and end on it (0: off)
+    task: str = setting("sst2", "the GLUE task", choices=tuple(TASK_SEQUENCE_LENGTHS))
+    backbone: str = setting("", "a backbone pretrained by kzoo's pretraining recipe (its backbone.keras); '': none")
+    checkpoint: str = setting("", "a public BERT checkpoint (Hugging Face or Google folder, or release name), which "
+                                  "brings its own tokenizer; '': none")
+    preset: str = setting("bert_mini", "the size of a randomly initialised backbone (no --backbone or --checkpoint)",
+                          choices=PRESETS)
+    vocabulary: str = setting(str(WIKITEXT2_DIR / "vocab.txt"), "the WordPiece vocabulary of a kzoo backbone")
+    sequence_length: int = setting(0, "tokens per example, special tokens included; 0: the task's default "
+                                      f"({TASK_SEQUENCE_LENGTHS})", minimum=0)
+    batch_size: int = setting(32, "examples per batch", minimum=1)
+    learning_rate: float = setting(1e-4, "peak learning rate of the warm-up/linear-decay schedule", above=0.0)
+    warmup_fraction: float = setting(0.1, "fraction of the steps spent warming up", minimum=0.0, below=1.0)
+    epochs: int = setting(3, "epochs (dev scores after each)", minimum=1)
+    train_steps: int = setting(0, "0: `epochs` full passes; else exactly this many steps, spread over the epochs",
+                               minimum=0)
+    train_examples: int = setting(0, "0: the whole training split; else its first this many examples", minimum=0)
+    dev_examples: int = setting(0, "0: the whole dev split; else its first this many examples", minimum=0)
+    dropout: float = setting(0.1, "dropout of the backbone and the head", minimum=0.0, below=1.0)
+    seed: int = setting(1337, "random seed of the head, the batches and dropout", minimum=0)
+    trim_padding: bool = setting(False, "cut each batch to its longest example (same outputs, less work)")
+    group_by_length: bool = setting(False, "training batches of similar-length examples (with --trim-padding: "
+                                           "less padding)")
+    pooling: str = setting("pooled", "the head reads BERT's [CLS] pooler or the mean of the last layer",
+                           choices=POOLINGS)
+    freeze_token_embedding: bool = setting(False, "keep the pretrained token embedding table as it is")
+    layer_decay: float = setting(1.0, "each encoder block down learns this times slower than the one above "
+                                      "(1: no decay)", above=0.0, maximum=1.0)
+    ema_momentum: float = setting(0.0, "> 0: keep this exponential moving average of the weights and end on it "
+                                       "(0.999 averages about the last 1000 steps; 0: off)", minimum=0.0, below=1.0)
+
+    def __post_init__(self):
+        check_settings(self)
+        if self.checkpoint and self.backbone:
+            raise ValueError(f"FinetuningConfig: checkpoint={self.checkpoint!r} and backbone={self.backbone!r}: "
+                             "give one of them.")
+        if 0 < self.sequence_length < 4:
+            raise ValueError(f"FinetuningConfig: sequence_length={self.sequence_length} leaves no room for text; pass "
+                             "4 or more, or 0 for the task's default.")
 
 
 def load_backbone(config, vocabulary_size):
-    """The pretrained backbone at `config.backbone`, or, for the from-scratch baseline, a fresh one built exactly as
-    the pretraining recipe builds its own."""
+    """The backbone the run fine-tunes, with the run's dropout: a public checkpoint's, a kzoo-pretrained one
+    (`config.backbone`), or, for the from-scratch baseline, a fresh one of the preset's size with the pretraining
+    recipe's 128 positions."""
+    import keras
+
+    from kzoo.models import Bert
+    from kzoo.models.bert_presets import bert_preset
+
     if config.checkpoint:
         return Bert.from_checkpoint(config.checkpoint, dropout=config.dropout)
     if config.backbone:
-        backbone = keras.saving.load_model(config.backbone)
-        if backbone.vocabulary_size != vocabulary_size:
+        pretrained = keras.saving.load_model(config.backbone)
+        if pretrained.vocabulary_size != vocabulary_size:
             raise ValueError(
-                f"{config.backbone} has a {backbone.vocabulary_size}-token vocabulary but {config.vocabulary} has "
+                f"{config.backbone} has a {pretrained.vocabulary_size}-token vocabulary but {config.vocabulary} has "
                 f"{vocabulary_size} tokens: fine-tune with the vocabulary the backbone was pretrained with."
             )
+        # The same backbone rebuilt with this run's dropout, its weights copied: dropout is a constructor argument.
+        backbone = Bert.from_config({**pretrained.get_config(), "dropout": config.dropout})
+        backbone.set_weights(pretrained.get_weights())
         return backbone
-    return build_backbone(PretrainingConfig(preset=config.preset, dropout=config.dropout), vocabulary_size)
+    return bert_preset(config.preset, vocabulary_size=vocabulary_size, max_sequence_length=128, dropout=config.dropout)
 
 
 def text_batches(config, sequence_length):
     """A function making the task's batches from texts, and the vocabulary size: the checkpoint's own tokenizer
     (`BertPreprocessor`) with --checkpoint, else WordPiece with `config.vocabulary` (the pretraining recipe's)."""
+    from kzoo.text.bert_preprocessor import BertPreprocessor
+    from kzoo.text.classification_batches import classification_dataset, preprocessed_dataset
+    from kzoo.text.wordpiece import load_vocabulary, wordpiece_tokenizer
+
     if config.checkpoint:
         preprocessor = BertPreprocessor.from_checkpoint(config.checkpoint, sequence_length=sequence_length)
 
@@ -110,6 +125,10 @@ def text_batches(config, sequence_length):
 
 def dev_scores(classifier, dataset, labels):
     """Accuracy and F1 of the positive class (1) on a dataset, from the argmax of the logits."""
+    import numpy as np
+
+    from kzoo.metrics import SparseF1Score
+
     logits = classifier.predict(dataset, verbose=0)
     f1 = SparseF1Score()
     f1.update_state(np.asarray(labels), logits)
@@ -119,97 +138,102 @@ def dev_scores(classifier, dataset, labels):
     }
 
 
-def train(config, output_dir, verbose=1):
-    """Run the whole recipe; returns the classifier and the scores dict also written to output_dir/scores.json."""
-    if config.task not in TASK_SEQUENCE_LENGTHS:
-        raise ValueError(f"task={config.task!r} is not supported; use one of {tuple(TASK_SEQUENCE_LENGTHS)}.")
-    if not 0 <= config.ema_momentum < 1:
-        raise ValueError(f"ema_momentum={config.ema_momentum} must be in [0, 1): 0 turns the moving average off, "
-                         "0.999 averages over about the last 1000 steps.")
-    output_dir = pathlib.Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    keras.utils.set_random_seed(config.seed)
-    print("config:", json.dumps(dataclasses.asdict(config)), flush=True)
-    (output_dir / "config.json").write_text(json.dumps(dataclasses.asdict(config), indent=2) + "\n")
-    started = time.monotonic()
+def train(config, output, resume=False, replace=False, verbose=1, args=None):
+    """Run the whole recipe into the run folder `output`; returns the classifier and the scores dict also written
+    to output/scores.json. See `kzoo.train.run.Run` for `resume` and `replace`."""
+    import math
+    import time
 
-    if config.checkpoint and config.backbone:
-        raise ValueError(f"checkpoint={config.checkpoint!r} and backbone={config.backbone!r}: give one of them.")
-    sequence_length = config.sequence_length or TASK_SEQUENCE_LENGTHS[config.task]
+    import keras
+
+    from kzoo.data.glue import glue
+    from kzoo.metrics import SparseF1Score
+    from kzoo.models import BertClassifier
+    from kzoo.train.distribution import strategy
+    from kzoo.train.optimizers import LayerwiseAdamW, bert_layer_decay
+    from kzoo.train.run import Run
+    from kzoo.train.schedules import WarmupLinearDecay
+
+    # The run folder records the length the run used, so that an export of it tokenizes the same way.
+    config = dataclasses.replace(config, sequence_length=config.sequence_length or TASK_SEQUENCE_LENGTHS[config.task])
     train_split, dev_split = glue(config.task, "train"), glue(config.task, "dev")
     train_split = train_split._replace(**{
         name: value[: config.train_examples or None] if value is not None else None
         for name, value in (("texts", train_split.texts), ("second_texts", train_split.second_texts),
                             ("labels", train_split.labels))
     })
+    steps_per_pass = len(train_split.labels) // config.batch_size
+    if steps_per_pass == 0:
+        raise ValueError(f"The {config.task} training split has {len(train_split.labels)} examples, fewer than one "
+                         f"batch of batch_size={config.batch_size}: the run would take no step. Use more "
+                         "--train-examples or a smaller --batch-size.")
+    total_steps = config.train_steps or config.epochs * steps_per_pass
+    if total_steps < config.epochs:
+        raise ValueError(f"train_steps={config.train_steps} is fewer than epochs={config.epochs}: every epoch needs "
+                         "at least one step.")
+    steps_per_epoch = math.ceil(total_steps / config.epochs)
     dev_labels = dev_split.labels[: config.dev_examples or None]
     dev_second = dev_split.second_texts[: len(dev_labels)] if dev_split.second_texts else None
-    batches, vocabulary_size = text_batches(config, sequence_length)
-    train_data = batches(train_split.texts, train_split.labels, second_texts=train_split.second_texts, shuffle=True,
-                         seed=config.seed, drop_remainder=True, group_by_length=config.group_by_length)
-    dev_data = batches(dev_split.texts[: len(dev_labels)], dev_labels, second_texts=dev_second)
-    steps_per_pass = len(train_split.labels) // config.batch_size
-    total_steps = config.train_steps or config.epochs * steps_per_pass
-    steps_per_epoch = math.ceil(total_steps / config.epochs)
-    print(f"{config.task}: {len(train_split.labels)} training examples, {len(dev_labels)} dev; {total_steps} steps of "
-          f"{config.batch_size} ({total_steps * config.batch_size / len(train_split.labels):.2f} passes)", flush=True)
 
-    with strategy().scope():
-        backbone = load_backbone(config, vocabulary_size)
-        if config.pooling == "mean":
-            backbone.pooler.trainable = False  # the head does not read the [CLS] pooler: nothing to train there
-        if config.freeze_token_embedding:
-            backbone.token_embedding.trainable = False
-        classifier = BertClassifier(backbone, num_classes=len(train_split.label_names), dropout=config.dropout,
-                                    pooling=config.pooling)
-        schedule = WarmupLinearDecay(config.learning_rate, total_steps, int(config.warmup_fraction * total_steps))
-        multipliers = bert_layer_decay(backbone.num_layers, config.layer_decay)  # all 1 by default: plain AdamW
-        classifier.compile(
-            optimizer=LayerwiseAdamW(multipliers, learning_rate=schedule, weight_decay=0.01, epsilon=1e-6,
-                                     use_ema=config.ema_momentum > 0, ema_momentum=config.ema_momentum),
-            metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy"), SparseF1Score(name="f1")],
+    with Run(output, MODULE, config, resume=resume, replace=replace) as run:
+        started = time.monotonic()
+        batches, vocabulary_size = text_batches(config, config.sequence_length)
+        train_data = batches(train_split.texts, train_split.labels, second_texts=train_split.second_texts,
+                             shuffle=True, seed=config.seed, drop_remainder=True,
+                             group_by_length=config.group_by_length)
+        dev_data = batches(dev_split.texts[: len(dev_labels)], dev_labels, second_texts=dev_second)
+        print(f"{config.task}: {len(train_split.labels)} training examples, {len(dev_labels)} dev; {total_steps} steps "
+              f"of {config.batch_size} ({total_steps * config.batch_size / len(train_split.labels):.2f} passes)",
+              flush=True)
+
+        with strategy().scope():
+            backbone = load_backbone(config, vocabulary_size)
+            if config.pooling == "mean":
+                backbone.pooler.trainable = False  # the head does not read the [CLS] pooler: nothing to train there
+            if config.freeze_token_embedding:
+                backbone.token_embedding.trainable = False
+            classifier = BertClassifier(backbone, num_classes=len(train_split.label_names), dropout=config.dropout,
+                                        pooling=config.pooling)
+            schedule = WarmupLinearDecay(config.learning_rate, total_steps, int(config.warmup_fraction * total_steps))
+            multipliers = bert_layer_decay(backbone.num_layers, config.layer_decay)  # all 1 by default: plain AdamW
+            classifier.compile(
+                optimizer=LayerwiseAdamW(multipliers, learning_rate=schedule, weight_decay=0.01, epsilon=1e-6,
+                                         use_ema=config.ema_momentum > 0, ema_momentum=config.ema_momentum),
+                metrics=[keras.metrics.SparseCategoricalAccuracy(name="accuracy"), SparseF1Score(name="f1")],
+            )
+        source = config.checkpoint or config.backbone
+        print(f"classifier: {classifier.count_params():,} parameters, backbone "
+              f"{'from ' + source if source else 'randomly initialised'}", flush=True)
+        history = classifier.fit(
+            train_data.repeat(),
+            steps_per_epoch=steps_per_epoch,
+            epochs=config.epochs,
+            validation_data=dev_data,
+            shuffle=False,  # the pipeline shuffles; Keras cannot shuffle a tf.data.Dataset
+            verbose=verbose,
+            callbacks=run.callbacks(total_steps=total_steps, checkpoints=False),
         )
-    source = config.checkpoint or config.backbone
-    print(f"classifier: {classifier.count_params():,} parameters, backbone "
-          f"{'from ' + source if source else 'randomly initialised'}", flush=True)
-    history = classifier.fit(
-        train_data.repeat(),
-        steps_per_epoch=steps_per_epoch,
-        epochs=config.epochs,
-        validation_data=dev_data,
-        shuffle=False,  # the pipeline shuffles; Keras cannot shuffle a tf.data.Dataset
-        verbose=verbose,
-        callbacks=[
-            keras.callbacks.CSVLogger(str(output_dir / "history.csv")),
-            WorkerBackupAndRestore(output_dir / "backup"),  # killed? the same command resumes from the last epoch
-            StopOnNaN(),
-        ],
-    )
-    train_minutes = round((time.monotonic() - started) / 60, 1)
-    classifier.save(output_dir / "classifier.keras")
+        train_minutes = round((time.monotonic() - started) / 60, 1)
+        with run.artifact("classifier.keras") as path:
+            classifier.save(path)
 
-    results = {
-        "task": config.task,
-        "backbone": config.checkpoint or config.backbone or "random",
-        "steps": steps_per_epoch * config.epochs,
-        "train_minutes": train_minutes,
-        "dev_accuracy_per_epoch": [round(v, 4) for v in history.history["val_accuracy"]],
-        "dev": dev_scores(classifier, dev_data, dev_labels),
-    }
-    print(f"{config.task} dev: accuracy {results['dev']['accuracy']:.4f}, F1 {results['dev']['f1']:.4f} "
-          f"({train_minutes} min)", flush=True)
-    (output_dir / "scores.json").write_text(json.dumps(results, indent=2) + "\n")
+        results = {
+            "task": config.task,
+            "backbone": config.checkpoint or config.backbone or "random",
+            "steps": int(classifier.optimizer.iterations),
+            "train_minutes": train_minutes,
+            "dev_accuracy_per_epoch": [round(v, 4) for v in history.history["val_accuracy"]],
+            "dev": dev_scores(classifier, dev_data, dev_labels),
+        }
+        print(f"{config.task} dev: accuracy {results['dev']['accuracy']:.4f}, F1 {results['dev']['f1']:.4f} "
+              f"({train_minutes} min)", flush=True)
+        run.write_json("scores.json", results)
     return classifier, results
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--output", required=True, help="run folder: classifier, config, history, scores")
-    parser.add_argument("--verbose", type=int, default=1, help="Keras progress: 1 bar, 2 a line per epoch")
-    add_config_arguments(parser, FinetuningConfig)
-    args = parser.parse_args(argv)
-    config = config_from_arguments(args, FinetuningConfig)
-    train(config, args.output, verbose=args.verbose)
+    """`python -m kzoo.train.bert_finetuning_recipe --task sst2 --output RUN [flags]`."""
+    run_recipe(MODULE, FinetuningConfig, train, __doc__.split("\n\n")[0], argv)
 
 
 if __name__ == "__main__":

@@ -6,10 +6,21 @@ import keras
 
 
 class TimeBudget(keras.callbacks.Callback):
-    """Stop training at the end of the epoch after which another epoch would overrun `minutes` of wall time.
+    """Stop training at the end of the epoch after which another epoch would overrun `minutes` of wall time, or in
+    the middle of an epoch once the budget is spent.
 
-    The time of the longest epoch so far is the estimate of the next one, so a run with a budget ends on time and
-    on an epoch boundary (its checkpoints and logs stay whole).
+    The time of the longest epoch so far is the estimate of the next one, so a run with a budget usually ends on
+    time and on an epoch boundary; an epoch longer than the whole budget is cut when the budget runs out (Keras
+    then ends the epoch as usual: validation, checkpoint, logs).
+
+    Example:
+    ```python
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    budget = kzoo.train.TimeBudget(minutes=0.5)
+    model.fit(np.zeros((8, 2)), np.zeros((8, 1)), epochs=3, verbose=0, callbacks=[budget])
+    budget.stopped_epoch  # None: three tiny epochs fit in half a minute
+    ```
     """
 
     def __init__(self, minutes):
@@ -24,13 +35,46 @@ class TimeBudget(keras.callbacks.Callback):
         self.longest_epoch = 0.0
 
     def on_epoch_begin(self, epoch, logs=None):
-        self.epoch_start = time.monotonic()
+        self.epoch, self.epoch_start = epoch, time.monotonic()
+
+    def on_train_batch_end(self, batch, logs=None):
+        if time.monotonic() - self.start > self.seconds:
+            self.stopped_epoch = getattr(self, "epoch", None)
+            self.model.stop_training = True
 
     def on_epoch_end(self, epoch, logs=None):
         now = time.monotonic()
         self.longest_epoch = max(self.longest_epoch, now - self.epoch_start)
         if now - self.start + self.longest_epoch > self.seconds:
             self.stopped_epoch = epoch
+            self.model.stop_training = True
+
+
+class StopAtStep(keras.callbacks.Callback):
+    """Stop training once the optimizer has taken `total_steps` steps, even in the middle of an epoch.
+
+    A plan of `total_steps` spread over `epochs` epochs gives epochs of `ceil(total_steps / epochs)` steps; without
+    this stop the last epoch would run up to `epochs - 1` steps past the plan (at a learning rate the schedule has
+    already taken to zero). Keras ends a stopped epoch as usual: validation, checkpoint, logs.
+
+    Example:
+    ```python
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    model.fit(np.zeros((32, 2)), np.zeros((32, 1)), batch_size=4, epochs=3, steps_per_epoch=4, verbose=0,
+              callbacks=[kzoo.train.StopAtStep(10)])
+    int(model.optimizer.iterations)  # 10, not 12
+    ```
+    """
+
+    def __init__(self, total_steps):
+        super().__init__()
+        if int(total_steps) < 1:
+            raise ValueError(f"total_steps={total_steps} must be at least 1.")
+        self.total_steps = int(total_steps)
+
+    def on_train_batch_end(self, batch, logs=None):
+        if int(self.model.optimizer.iterations) >= self.total_steps:
             self.model.stop_training = True
 
 

@@ -1,68 +1,70 @@
 """Train an English→German Transformer on Multi30k (or any parallel files) and score it with BLEU.
 
-    python -m kzoo.train.translation_recipe --output runs/multi30k --minutes 55
+    python -m kzoo.train.translation_recipe --output runs/multi30k
 
 reproduces the shipped model: it learns a joint SentencePiece vocabulary from the training split, trains with
 label-smoothed cross-entropy, the paper's warm-up schedule and Adam(0.9, 0.98, 1e-9) inside the strategy kzoo
 picks, keeps a checkpoint per epoch, TensorBoard logs and a progress bar, stops early when the validation loss
-stops improving (or when the time budget would run out), averages the last checkpoints, and writes
-the model, the tokenizer, the configuration, the log and the BLEU/chrF scores (greedy and beam) to the output folder.
+stops improving (or when the time budget would run out), averages the last checkpoints, and writes the model
+(model.keras), the tokenizer (tokenizer.model), the configuration, the log and the BLEU/chrF scores (greedy and beam)
+to the run folder, which `kzoo.translator.Translator.load` and `python -m kzoo.export --run` read.
 """
 
-import argparse
 import dataclasses
-import json
-import logging
-import pathlib
-import time
 
-import keras
+from kzoo.train.recipe_config import check_settings, setting
+from kzoo.train.run import recipe_parser, run_recipe
 
-from kzoo.data import multi30k, read_parallel
-from kzoo.models import transformer_small
-from kzoo.text import SubwordTokenizer, translation_batches
-from kzoo.train.callbacks import TimeBudget, average_weights
-from kzoo.train.config_arguments import add_config_arguments, config_from_arguments
-from kzoo.train.distribution import strategy
-from kzoo.train.fault_tolerance import StopOnNaN, WorkerBackupAndRestore
-from kzoo.train.losses import MaskedAccuracy, MaskedCrossEntropy
-from kzoo.train.quality import translation_scores
-from kzoo.train.schedules import TransformerSchedule
-
-logger = logging.getLogger("kzoo")
+MODULE = "kzoo.train.translation_recipe"
+DTYPES = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
 @dataclasses.dataclass
 class TranslationConfig:
-    """Everything a run depends on; printed at the start and saved beside the model."""
+    """Everything a translation run depends on; printed at the start and saved in the run folder."""
 
-    vocabulary_size: int = 8000
-    num_layers: int = 3
-    hidden_dim: int = 256
-    num_heads: int = 4
-    intermediate_dim: int = 1024
-    dropout: float = 0.1
-    label_smoothing: float = 0.1
-    max_tokens: int = 2048
-    max_length: int = 128
-    warmup_steps: int = 1000
-    learning_rate_scale: float = 0.7
-    epochs: int = 30
-    steps_per_epoch: int = 0  # 0: one pass over the training data; else this many steps between checkpoints
-    minutes: float = 55.0
-    average_last: int = 5
-    patience: int = 4  # stop after this many epochs without a better validation loss
-    dtype: str = "float32"
-    beam_size: int = 4
-    length_penalty: float = 0.6
-    seed: int = 1337
+    vocabulary_size: int = setting(8000, "pieces of the joint SentencePiece vocabulary", minimum=300)
+    encoder_layers: int = setting(3, "encoder blocks", minimum=1)
+    decoder_layers: int = setting(3, "decoder blocks", minimum=1)
+    hidden_dim: int = setting(256, "d_model, the width of every position's vector", minimum=1)
+    num_heads: int = setting(4, "attention heads; must divide hidden_dim", minimum=1)
+    intermediate_dim: int = setting(1024, "d_ff, the inner size of the feed-forward networks", minimum=1)
+    dropout: float = setting(0.1, "dropout on embeddings, sub-layer outputs and attention weights", minimum=0.0,
+                             below=1.0)
+    label_smoothing: float = setting(0.1, "label smoothing of the cross-entropy", minimum=0.0, below=1.0)
+    max_tokens: int = setting(2048, "tokens per side in a batch (length-bucketed batches)", minimum=2)
+    max_length: int = setting(128, "subwords kept per sentence, end token included", minimum=4)
+    warmup_steps: int = setting(1000, "warm-up steps of the paper's learning-rate schedule", minimum=1)
+    learning_rate_scale: float = setting(0.7, "a constant factor on the paper's learning-rate schedule", above=0.0)
+    epochs: int = setting(30, "the most epochs to train", minimum=1)
+    steps_per_epoch: int = setting(0, "steps between checkpoints; 0: one pass over the training data", minimum=0)
+    minutes: float = setting(55.0, "training time budget in minutes (checked at every step)", above=0.0)
+    average_last: int = setting(5, "epoch checkpoints averaged into the final model (1: the last one alone)",
+                                minimum=1)
+    patience: int = setting(4, "epochs without a better validation loss before training stops", minimum=1)
+    dtype: str = setting("float32", "Keras dtype policy", choices=DTYPES)
+    beam_size: int = setting(4, "beam search: hypotheses kept per sentence", minimum=1)
+    length_penalty: float = setting(0.6, "beam search: GNMT length penalty alpha (0 scores plain log-probability)",
+                                    minimum=0.0)
+    seed: int = setting(1337, "random seed of the weights, the batches and dropout", minimum=0)
+
+    def __post_init__(self):
+        check_settings(self)
+        if self.hidden_dim % self.num_heads:
+            raise ValueError(f"TranslationConfig: hidden_dim={self.hidden_dim} is not divisible by "
+                             f"num_heads={self.num_heads}; pick num_heads that divides the model width.")
+        if self.max_tokens <= self.max_length:
+            raise ValueError(f"TranslationConfig: max_tokens={self.max_tokens} must exceed max_length="
+                             f"{self.max_length}, so that a batch holds at least one sentence of the longest kind.")
 
 
 def build_model(config, vocabulary_size):
+    from kzoo.models import transformer_small
+
     return transformer_small(
         vocabulary_size=vocabulary_size,
-        num_encoder_layers=config.num_layers,
-        num_decoder_layers=config.num_layers,
+        num_encoder_layers=config.encoder_layers,
+        num_decoder_layers=config.decoder_layers,
         hidden_dim=config.hidden_dim,
         num_heads=config.num_heads,
         intermediate_dim=config.intermediate_dim,
@@ -73,6 +75,12 @@ def build_model(config, vocabulary_size):
 
 
 def compile_model(model, config):
+    import keras
+
+    from kzoo.metrics import MaskedAccuracy
+    from kzoo.train.losses import MaskedCrossEntropy
+    from kzoo.train.schedules import TransformerSchedule
+
     schedule = TransformerSchedule(config.hidden_dim, config.warmup_steps, config.learning_rate_scale)
     model.compile(
         optimizer=keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
@@ -82,6 +90,11 @@ def compile_model(model, config):
 
 
 def score(translator, sources, references, batch_size=64):
+    """BLEU and chrF of `translator` on aligned source and reference sentences, with the seconds it took."""
+    import time
+
+    from kzoo.train.quality import translation_scores
+
     start = time.monotonic()
     hypotheses = translator.translate(sources, batch_size=batch_size)
     scores = translation_scores(hypotheses, references)
@@ -89,91 +102,123 @@ def score(translator, sources, references, batch_size=64):
     return scores, hypotheses
 
 
-def train(config, output_dir, train_pairs, val_pairs, test_pairs=None, verbose=1, methods=("greedy", "beam")):
-    """Run the whole recipe; returns the scores dict that is also written to output_dir/scores.json."""
+def _check_pairs(name, pairs):
+    sources, targets = pairs
+    if not sources or len(sources) != len(targets):
+        raise ValueError(f"The {name} split has {len(sources)} source and {len(targets)} target sentences; it needs "
+                         "at least one aligned pair.")
+
+
+def train(config, output, train_pairs=None, val_pairs=None, test_pairs=None, resume=False, replace=False, verbose=1,
+          methods=("greedy", "beam"), args=None):
+    """Run the whole recipe into the run folder `output`; returns (model, tokenizer, scores), the scores also
+    written to output/scores.json.
+
+    `train_pairs`, `val_pairs`, `test_pairs` are (sources, targets) lists; they default to the shipped Multi30k
+    train, val and test_2016_flickr splits (pass `test_pairs=()` to score no test split). See `kzoo.train.run.Run`
+    for `resume` and `replace`.
+    """
+    import csv
+    import time
+
+    import tensorflow as tf
+
+    from kzoo.data import multi30k
+    from kzoo.text import SubwordTokenizer, translation_batches
+    from kzoo.train.callbacks import average_weights
+    from kzoo.train.distribution import strategy
+    from kzoo.train.run import Run
     from kzoo.translator import Translator
 
-    output_dir = pathlib.Path(output_dir)
-    (output_dir / "checkpoints").mkdir(parents=True, exist_ok=True)
-    keras.utils.set_random_seed(config.seed)
-    print("config:", json.dumps(dataclasses.asdict(config)), flush=True)
-    (output_dir / "config.json").write_text(json.dumps(dataclasses.asdict(config), indent=2) + "\n")
-    started = time.monotonic()
+    train_pairs = train_pairs if train_pairs is not None else multi30k("train")
+    val_pairs = val_pairs if val_pairs is not None else multi30k("val")
+    test_pairs = test_pairs if test_pairs is not None else multi30k("test_2016_flickr")
+    for name, pairs in (("training", train_pairs), ("validation", val_pairs)):
+        _check_pairs(name, pairs)
 
-    print(f"learning a {config.vocabulary_size}-piece joint vocabulary from {len(train_pairs[0])} pairs", flush=True)
-    tokenizer = SubwordTokenizer.train(train_pairs[0] + train_pairs[1], vocabulary_size=config.vocabulary_size)
-    tokenizer.save(output_dir / "tokenizer.model")
-    train_data = translation_batches(tokenizer, *train_pairs, max_tokens=config.max_tokens,
-                                     max_length=config.max_length, seed=config.seed)
-    val_data = translation_batches(tokenizer, *val_pairs, max_tokens=config.max_tokens,
-                                   max_length=config.max_length, shuffle=False)
+    with Run(output, MODULE, config, resume=resume, replace=replace) as run:
+        started = time.monotonic()
+        if run.resumed:
+            tokenizer = SubwordTokenizer.load(run.file("tokenizer.model"))
+        else:
+            print(f"learning a {config.vocabulary_size}-piece joint vocabulary from {len(train_pairs[0])} pairs",
+                  flush=True)
+            tokenizer = SubwordTokenizer.train(train_pairs[0] + train_pairs[1], vocabulary_size=config.vocabulary_size)
+            tokenizer.save(run.file("tokenizer.model"))  # a resumed run needs it; the run is not finished until the end
+        train_data = translation_batches(tokenizer, *train_pairs, max_tokens=config.max_tokens,
+                                         max_length=config.max_length, seed=config.seed)
+        val_data = translation_batches(tokenizer, *val_pairs, max_tokens=config.max_tokens,
+                                       max_length=config.max_length, shuffle=False)
+        # Bucketing hides the number of batches from Keras; one pass finds it. Keras warns that the input "ran out of
+        # data" at the end of every evaluation over a dataset of unknown length, so the validation set says its own.
+        steps_per_epoch = config.steps_per_epoch or sum(1 for _ in train_data)
+        val_data = val_data.apply(tf.data.experimental.assert_cardinality(sum(1 for _ in val_data)))
 
-    with strategy().scope():
-        model = build_model(config, tokenizer.vocabulary_size)
-        compile_model(model, config)
-    print(f"model: {model.count_params():,} parameters, dtype policy {config.dtype}", flush=True)
+        with strategy().scope():
+            model = build_model(config, tokenizer.vocabulary_size)
+            compile_model(model, config)
+        print(f"model: {model.count_params():,} parameters, dtype policy {config.dtype}; {steps_per_epoch} steps "
+              "an epoch", flush=True)
+        model.fit(
+            train_data.repeat(),
+            steps_per_epoch=steps_per_epoch,
+            shuffle=False,  # the pipeline shuffles; Keras cannot shuffle a tf.data.Dataset
+            validation_data=val_data,
+            epochs=config.epochs,
+            verbose=verbose,
+            callbacks=run.callbacks(minutes=config.minutes,
+                                    early_stopping={"monitor": "val_loss", "patience": config.patience}),
+        )
+        train_seconds = time.monotonic() - started
+        with open(run.file("history.csv")) as file:
+            history = list(csv.DictReader(file))
 
-    checkpoint_pattern = str(output_dir / "checkpoints" / "epoch_{epoch:03d}.weights.h5")
-    budget = TimeBudget(config.minutes)
-    # Bucketing hides the number of batches from Keras; one pass finds it.
-    steps_per_epoch = config.steps_per_epoch or sum(1 for _ in train_data)
-    history = model.fit(
-        train_data.repeat(),
-        steps_per_epoch=steps_per_epoch,
-        shuffle=False,  # the pipeline shuffles; Keras cannot shuffle a tf.data.Dataset
-        validation_data=val_data,
-        epochs=config.epochs,
-        verbose=verbose,
-        callbacks=[
-            keras.callbacks.ModelCheckpoint(checkpoint_pattern, save_weights_only=True),
-            keras.callbacks.TensorBoard(str(output_dir / "logs")),
-            keras.callbacks.CSVLogger(str(output_dir / "history.csv")),
-            keras.callbacks.EarlyStopping(monitor="val_loss", patience=config.patience),
-            budget,
-            WorkerBackupAndRestore(output_dir / "backup"),  # killed? the same command resumes from the last epoch
-            StopOnNaN(),
-        ],
-    )
-    epochs_run = len(history.history["loss"])
-    train_seconds = time.monotonic() - started
+        checkpoints = run.checkpoints()[-config.average_last:]
+        if len(checkpoints) > 1:
+            print(f"averaging the last {len(checkpoints)} checkpoints: {[p.name for p in checkpoints]}", flush=True)
+            average_weights(model, [str(p) for p in checkpoints])
+        with run.artifact("model.keras") as path:
+            model.save(path)
 
-    if config.average_last > 1:
-        last = sorted((output_dir / "checkpoints").glob("epoch_*.weights.h5"))[-config.average_last :]
-        print(f"averaging the last {len(last)} checkpoints: {[p.name for p in last]}", flush=True)
-        average_weights(model, [str(p) for p in last])
-    model.save(output_dir / "model.keras")
-
-    results = {"epochs": epochs_run, "train_minutes": round(train_seconds / 60, 1),
-               "val_loss": [round(v, 4) for v in history.history["val_loss"]]}
-    splits = {"val": val_pairs, **({"test_2016_flickr": test_pairs} if test_pairs else {})}
-    for method in methods:
-        translator = Translator(model, tokenizer, method=method, beam_size=config.beam_size,
-                                length_penalty=config.length_penalty, max_source_length=config.max_length)
-        for split, (sources, references) in splits.items():
-            scores, hypotheses = score(translator, sources, references)
-            results[f"{split}_{method}"] = scores
-            (output_dir / f"{split}_{method}.de").write_text("\n".join(hypotheses) + "\n", encoding="utf-8")
-            print(f"{split} {method}: BLEU {scores['bleu']} chrF {scores['chrf']} ({scores['seconds']} s)", flush=True)
-    results["total_minutes"] = round((time.monotonic() - started) / 60, 1)
-    (output_dir / "scores.json").write_text(json.dumps(results, indent=2) + "\n")
+        results = {"epochs": len(history), "steps": int(model.optimizer.iterations),
+                   "train_minutes": round(train_seconds / 60, 1),
+                   "val_loss": [round(float(row["val_loss"]), 4) for row in history]}
+        splits = {"val": val_pairs, **({"test_2016_flickr": test_pairs} if test_pairs else {})}
+        for method in methods:
+            translator = Translator(model, tokenizer, method=method, beam_size=config.beam_size,
+                                    length_penalty=config.length_penalty, max_source_length=config.max_length)
+            for split, (sources, references) in splits.items():
+                scores, hypotheses = score(translator, sources, references)
+                results[f"{split}_{method}"] = scores
+                run.write_text(f"{split}_{method}.de", "\n".join(hypotheses) + "\n")
+                print(f"{split} {method}: BLEU {scores['bleu']} chrF {scores['chrf']} ({scores['seconds']} s)",
+                      flush=True)
+        results["total_minutes"] = round((time.monotonic() - started) / 60, 1)
+        run.write_json("scores.json", results)
     return model, tokenizer, results
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--output", required=True, help="run folder: model, tokenizer, checkpoints, logs, scores")
-    parser.add_argument("--train", nargs=2, metavar=("SOURCE", "TARGET"), help="parallel training files")
-    parser.add_argument("--val", nargs=2, metavar=("SOURCE", "TARGET"), help="parallel validation files")
-    parser.add_argument("--test", nargs=2, metavar=("SOURCE", "TARGET"), help="parallel test files")
-    parser.add_argument("--verbose", type=int, default=1, help="Keras progress: 1 bar, 2 a line per epoch")
-    add_config_arguments(parser, TranslationConfig)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO, format="%(message)s")
-    config = config_from_arguments(args, TranslationConfig)
-    train_pairs = read_parallel(*args.train) if args.train else multi30k("train")
-    val_pairs = read_parallel(*args.val) if args.val else multi30k("val")
-    test_pairs = read_parallel(*args.test) if args.test else (None if args.train else multi30k("test_2016_flickr"))
-    train(config, args.output, train_pairs, val_pairs, test_pairs, verbose=args.verbose)
+    """`python -m kzoo.train.translation_recipe --output RUN [flags]`."""
+    parser = recipe_parser(MODULE, TranslationConfig, __doc__.split("\n\n")[0])
+    parser.add_argument("--train", nargs=2, metavar=("SOURCE", "TARGET"),
+                        help="parallel training files (default: the shipped Multi30k train split)")
+    parser.add_argument("--val", nargs=2, metavar=("SOURCE", "TARGET"),
+                        help="parallel validation files (default: Multi30k val)")
+    parser.add_argument("--test", nargs=2, metavar=("SOURCE", "TARGET"),
+                        help="parallel test files (default: Multi30k test_2016_flickr, unless --train is given)")
+    parser.add_argument("--no-test", action="store_true", help="score no test split (validation only)")
+
+    def train_from_arguments(config, output, args, **options):
+        from kzoo.data import read_parallel
+
+        pairs = {split: read_parallel(*getattr(args, split)) if getattr(args, split) else None
+                 for split in ("train", "val", "test")}
+        if args.no_test or (args.train and not args.test):
+            pairs["test"] = ()
+        return train(config, output, pairs["train"], pairs["val"], pairs["test"], **options)
+
+    run_recipe(MODULE, TranslationConfig, train_from_arguments, None, argv, parser=parser)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ def test_reads_a_users_plain_and_gzip_files(tmp_path):
     (tmp_path / "a.en").write_text("Hello.\nTwo dogs.\n", encoding="utf-8")
     with gzip.open(tmp_path / "a.de.gz", "wt", encoding="utf-8") as f:
         f.write("Hallo.\nZwei Hunde.\n")
-    assert read_parallel(tmp_path / "a.en", tmp_path / "a.de.gz") == (["Hello.", "Two dogs."], ["Hallo.", "Zwei Hunde."])
+    pairs = read_parallel(tmp_path / "a.en", tmp_path / "a.de.gz")
+    assert pairs == (["Hello.", "Two dogs."], ["Hallo.", "Zwei Hunde."])
 
 
 def test_misaligned_files_and_bad_splits_are_clear_errors(tmp_path):

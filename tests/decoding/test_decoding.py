@@ -4,6 +4,7 @@ import pytest
 import tensorflow as tf
 
 from kzoo.decoding import beam_search, generate, greedy_reference, sampler
+from kzoo.layers import DecoderBlock, MultiHead
 from kzoo.models import Transformer
 from kzoo.text import END
 
@@ -39,6 +40,25 @@ def test_cached_decode_step_equals_the_full_decoder(options):
     first, cache = model.decode_step(decoder_ids[:, :3], 0, cache, mask)
     rest, _ = model.decode_step(decoder_ids[:, 3:], 3, cache, mask)
     np.testing.assert_allclose(np.concatenate([first, rest], axis=1)[:2], full[:2], atol=1e-5)
+
+
+class WideValues(DecoderBlock):
+    """A decoder block whose attention values are wider than its keys (MultiHead's value_dim)."""
+
+    def _multi_head(self, name, x_shape, x_prime_shape=None):
+        layer = MultiHead(self.num_heads, 8, value_dim=12, name=name)
+        layer.build(x_shape, x_prime_shape)
+        return layer
+
+
+def test_the_cache_takes_the_size_of_keys_and_of_values():
+    block = WideValues(num_heads=2, intermediate_dim=32, dropout=0.0)
+    x_prime, u = np.random.default_rng(0).normal(size=(2, 2, 4, 16)).astype("float32")
+    full = block(x_prime, u).numpy()
+    keys, values = block.empty_cache(2, 6, "float32")
+    assert keys.shape == (2, 6, 2, 8) and values.shape == (2, 6, 2, 12)
+    cached, _ = block.decode_step(x_prime, 0, (keys, values), block.cross_attention.key_value(u))
+    np.testing.assert_allclose(cached.numpy(), full, atol=1e-5)
 
 
 def test_greedy_with_cache_gives_exactly_the_uncached_tokens(model):
@@ -80,8 +100,9 @@ def test_beam_search_returns_finished_hypotheses_with_their_end_token():
     np.testing.assert_array_equal(tokens, [[7, 8, END, 0, 0, 0], [7, END, 0, 0, 0, 0], [5, 6, 7, 8, 9, END]])
 
 
-def test_each_sentence_ends_at_its_own_limit():
-    tokens = generate(ScriptedModel(), np.ones((3, 2), "int32"), np.array([6, 6, 3])).numpy()
+def test_beam_search_ends_each_sentence_at_its_own_limit():
+    # What Translator does: each sentence gets the limit of its own source length, the batch runs to the largest.
+    tokens = beam_search(ScriptedModel(), np.ones((3, 2), "int32"), np.array([6, 6, 3]), beam_size=3).numpy()
     np.testing.assert_array_equal(tokens, [[7, 8, END, 0, 0, 0], [7, END, 0, 0, 0, 0], [5, 6, END, 0, 0, 0]])
 
 

@@ -96,12 +96,12 @@ def test_versions_are_written_whole_and_never_overwritten(tmp_path):
 
 def test_cli_exports_a_training_run(tmp_path, translator):
     from kzoo.export.__main__ import main
+    from kzoo.train.run import Run
 
     run = tmp_path / "run"
-    run.mkdir()
-    translator.model.save(run / "model.keras")
-    translator.tokenizer.save(run / "tokenizer.model")
-    (run / "config.json").write_text(json.dumps({"beam_size": 3, "length_penalty": 0.6, "max_length": 24}))
+    with Run(run, "kzoo.train.translation_recipe", {"beam_size": 3, "length_penalty": 0.6, "max_length": 24}):
+        translator.model.save(run / "model.keras")
+        translator.tokenizer.save(run / "tokenizer.model")
     main(["--run", str(run), "--output", str(tmp_path / "exported")])
     serve = tf.saved_model.load(str(tmp_path / "exported" / "1")).signatures["serving_default"]
     served = [t.decode() for t in serve(text=tf.constant(SENTENCES[:2]))["translation"].numpy()]

@@ -15,6 +15,7 @@ from kzoo.models import Bert, BertClassifier
 from kzoo.serving import ContractLoader, read_rest_response, rest_request
 from kzoo.serving.check import check_contract
 from kzoo.text.bert_preprocessor import BertPreprocessor
+from kzoo.train.run import Run
 
 TINY = "tests/data/bert_checkpoint_reference/tiny_bert_for_pretraining"  # 64-token vocabulary, hidden 32
 TEXTS = ["The cat sat.", "", "a dog ran on the mat " * 10]
@@ -32,12 +33,12 @@ def checkpoint(tmp_path_factory):
     return folder
 
 
-def fine_tuning_run(folder, checkpoint, task, num_classes):
+def fine_tuning_run(folder, checkpoint, task, num_classes, tokenizer_checkpoint=None):
     keras.utils.set_random_seed(0)
-    folder.mkdir()
-    BertClassifier(Bert.from_checkpoint(checkpoint), num_classes=num_classes).save(folder / "classifier.keras")
-    (folder / "config.json").write_text(json.dumps({"task": task, "checkpoint": str(checkpoint),
-                                                    "sequence_length": 16}))
+    config = {"task": task, "checkpoint": str(checkpoint if tokenizer_checkpoint is None else tokenizer_checkpoint),
+              "sequence_length": 16}
+    with Run(folder, "kzoo.train.bert_finetuning_recipe", config):
+        BertClassifier(Bert.from_checkpoint(checkpoint), num_classes=num_classes).save(folder / "classifier.keras")
     return folder
 
 
@@ -69,8 +70,7 @@ def test_a_checkpoint_exports_as_a_sentence_embedder(tmp_path, checkpoint):
 
 
 def test_a_run_without_a_checkpoint_tokenizer_is_refused_clearly(tmp_path, checkpoint):
-    run = fine_tuning_run(tmp_path / "run", checkpoint, "sst2", 2)
-    (run / "config.json").write_text(json.dumps({"task": "sst2", "checkpoint": ""}))
+    run = fine_tuning_run(tmp_path / "run", checkpoint, "sst2", 2, tokenizer_checkpoint="")
     with pytest.raises(ValueError, match="export it from Python with kzoo.export.export_classifier"):
         main(["--run", str(run), "--output", str(tmp_path / "out")])
     with pytest.raises(SystemExit):

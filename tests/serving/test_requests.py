@@ -12,11 +12,12 @@ from kzoo.serving import (
     model_config,
     read_grpc_response,
     read_rest_response,
+    rest_json,
     rest_request,
     rest_url,
     served_models,
+    wire_format,
 )
-from kzoo.serving import rest_json, wire_format
 
 SIGNATURES = {
     "serving_default": {"inputs": {"text": {"dtype": "string"}, "text_pair": {"dtype": "string"}}},

@@ -1,3 +1,5 @@
+import os
+import stat
 import unicodedata
 
 import numpy as np
@@ -69,3 +71,21 @@ def test_batches_are_bucketed_teacher_forced_and_within_budget(tokenizer, corpus
     real = sum(int((labels.numpy() > 0).sum()) for _, labels in batches)
     total = sum(labels.numpy().size for _, labels in batches)
     assert real / total > 0.75  # bucketing keeps padding low
+
+
+def test_save_writes_a_file_anyone_may_read_and_leaves_nothing_on_failure(tokenizer, tmp_path, monkeypatch):
+    old_umask = os.umask(0o022)
+    try:
+        tokenizer.save(tmp_path / "tokenizer.model")
+    finally:
+        os.umask(old_umask)
+    assert stat.S_IMODE((tmp_path / "tokenizer.model").stat().st_mode) == 0o644
+    assert SubwordTokenizer.load(tmp_path / "tokenizer.model").model_proto == tokenizer.model_proto
+
+    def full_disk(*args):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full_disk)
+    with pytest.raises(OSError, match="No space left"):
+        tokenizer.save(tmp_path / "other.model")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tokenizer.model"]

@@ -68,7 +68,7 @@ def test_tokenizer_reads_unk_as_the_unknown_token(vocabulary):
 
 
 def test_shipped_wikitext2_vocabulary():
-    # The sha256 in data/wikitext2/SOURCE.md; kzoo.data.wikitext.make_wikitext2_vocabulary makes the same file again.
+    # The sha256 in data/wikitext2/SOURCE.md; kzoo.text.wordpiece.make_wikitext2_vocabulary makes the same file again.
     digest = hashlib.sha256(SHIPPED_VOCABULARY.read_bytes()).hexdigest()
     assert digest == "9cc3c6f2000d40138e0726ad5fa2972101b9fa7b318c98c5358966ac7ebdbc28"
     vocabulary = load_vocabulary(SHIPPED_VOCABULARY)

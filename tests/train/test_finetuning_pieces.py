@@ -2,7 +2,8 @@ import keras
 import numpy as np
 import pytest
 
-from kzoo.train import SparseF1Score, WarmupLinearDecay
+from kzoo.metrics import SparseF1Score
+from kzoo.train import WarmupLinearDecay
 
 
 def test_warmup_linear_decay_rises_to_the_peak_then_falls_to_zero():

@@ -2,7 +2,8 @@ import keras
 import numpy as np
 import pytest
 
-from kzoo.train import MaskedAccuracy, MaskedCrossEntropy, TimeBudget, TransformerSchedule, average_weights
+from kzoo.metrics import MaskedAccuracy
+from kzoo.train import MaskedCrossEntropy, TimeBudget, TransformerSchedule, average_weights
 
 
 def log_softmax(z):

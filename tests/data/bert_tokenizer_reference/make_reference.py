@@ -65,10 +65,10 @@ TEXTS = [
     # Accents and case.
     "café", "naïve", "Ångström", "Crème brûlée à la mode", "São Paulo, Zürich, Kraków, Reykjavík", "résumé CAFÉ",
     "e\u0301 combining acute", "A\u030a and \u212b angstrom sign", "İstanbul", "Straße STRASSE ẞ",
-    "ΟΔΟΣ ΣΑΣ. ΣΑΣ'Σ Σ ΑΣ\u0301 ΑΣΑ", "ǅ ǈ ǋ titlecase digraphs", "ﬁne ﬂow ligatures", "ｆｕｌｌ ｗｉｄｔｈ ＡＢＣ １２３",
+    "ΟΔΟΣ ΣΑΣ. ΣΑΣ'Σ Σ ΑΣ\u0301 ΑΣΑ", "ǅ ǈ ǋ titlecase digraphs", "ﬁne ﬂow ligatures", "ｆｕｌｌ ｗｉｄｔｈ ＡＢＣ １２３",  # noqa: E501
     "x² y³ ½ Ⅻ ℃ K (Kelvin sign)", "Tiếng Việt có dấu", "Ǆemal ǅemal", "\u2c2f\ua7c0 new in Unicode 14",
     # CJK and other scripts.
-    "我爱北京天安门", "東京は日本の首都です。", "Hello世界", "中文English混合text", "한국어 텍스트", "ｶﾀｶﾅ ひらがな カタカナ",
+    "我爱北京天安门", "東京は日本の首都です。", "Hello世界", "中文English混合text", "한국어 텍스트", "ｶﾀｶﾅ ひらがな カタカナ",  # noqa: E501
     "𠀀𪚥 supplementary ideographs", "豈 丽 compatibility ideographs", "Привет, мир!", "مرحبا بالعالم", "שָׁלוֹם",
     "नमस्ते दुनिया", "ภาษาไทย", "Ελληνικά κείμενα",
     # Emoji and symbols.

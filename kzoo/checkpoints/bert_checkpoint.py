@@ -28,9 +28,9 @@ model types other than "bert", position_embedding_type other than "absolute", de
 
 Example:
 ```python
-checkpoint = kzoo.models.bert_checkpoint.read_checkpoint("all-MiniLM-L6-v2/")
+checkpoint = kzoo.checkpoints.bert_checkpoint.read_checkpoint("all-MiniLM-L6-v2/")
 backbone = kzoo.models.Bert(**checkpoint.bert_arguments())
-report = kzoo.models.bert_checkpoint.load_checkpoint_weights(backbone, checkpoint)
+report = kzoo.checkpoints.bert_checkpoint.load_checkpoint_weights(backbone, checkpoint)
 # The same in one call: kzoo.models.Bert.from_checkpoint("all-MiniLM-L6-v2/")
 ```
 
@@ -46,10 +46,10 @@ import pathlib
 import re
 
 import numpy as np
-import safetensors
 
+from kzoo.checkpoints import safetensors_file
+from kzoo.checkpoints.bert_releases import checkpoint_folder
 from kzoo.layers.activations import gelu_approximate
-from kzoo.models.bert_weights import checkpoint_folder
 
 logger = logging.getLogger("kzoo")
 
@@ -126,7 +126,7 @@ def read_checkpoint(path):
 
     Args:
         path: str or path-like. A folder with config.json (Hugging Face) or bert_config.json (Google), directly or
-            in its one subfolder; or a name from `kzoo.models.bert_weights.RELEASES`, downloaded on first use.
+            in its one subfolder; or a name from `kzoo.checkpoints.bert_releases.RELEASES`, downloaded on first use.
 
     Returns:
         A `BertCheckpoint`.
@@ -252,9 +252,7 @@ def load_checkpoint_weights(model, checkpoint):
 
 def _read_huggingface(folder):
     if (folder / "model.safetensors").is_file():
-        # Through TensorFlow rather than numpy, which has no bfloat16.
-        with safetensors.safe_open(folder / "model.safetensors", framework="tf") as file:
-            return {name: file.get_tensor(name).numpy() for name in file.keys()}
+        return safetensors_file.read_tensors(folder / "model.safetensors")
     if (folder / "pytorch_model.bin").is_file():
         return _read_pytorch(folder / "pytorch_model.bin")
     raise FileNotFoundError(

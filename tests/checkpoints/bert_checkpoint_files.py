@@ -1,7 +1,7 @@
 """BERT checkpoint files for the tests, written the way Hugging Face and Google lay them out.
 
 The renaming here is written from the two formats' own conventions (transformers' modeling_bert.py and
-google-research/bert's modeling.py), independently of kzoo.models.bert_checkpoint, so that a test that writes a
+google-research/bert's modeling.py), independently of kzoo.checkpoints.bert_checkpoint, so that a test that writes a
 file here and reads it back through kzoo checks kzoo's mapping rather than repeating it.
 """
 

@@ -8,8 +8,9 @@ import urllib.request
 import numpy as np
 import pytest
 
-from kzoo.models import Bert, bert_tiny, bert_small, bert_weights
-from tests.models.bert_checkpoint_files import huggingface_tensors, to_google, write_google, zip_folder
+from kzoo.checkpoints import bert_releases
+from kzoo.models import Bert, bert_small, bert_tiny
+from tests.checkpoints.bert_checkpoint_files import huggingface_tensors, to_google, write_google, zip_folder
 
 NAME = "uncased_L-2_H-128_A-2"  # BERT-Tiny; the test archive has its sizes and a 40-token vocabulary
 CONFIG = dict(vocab_size=40, hidden_size=128, num_hidden_layers=2, num_attention_heads=2, intermediate_size=512,
@@ -22,7 +23,7 @@ def mirror(tmp_path, monkeypatch):
     """A local copy of Google's bucket holding a BERT-Tiny-sized archive, and an empty cache."""
     folder = write_google(tmp_path / "checkpoint", to_google(huggingface_tensors(CONFIG)), CONFIG)
     zip_folder(folder, tmp_path / "bucket" / "2020_02_20" / f"{NAME}.zip")
-    monkeypatch.setattr(bert_weights, "BASE_URL", (tmp_path / "bucket").as_uri())
+    monkeypatch.setattr(bert_releases, "BASE_URL", (tmp_path / "bucket").as_uri())
     monkeypatch.setenv("KZOO_CACHE_DIR", str(tmp_path / "cache"))
     return tmp_path
 
@@ -39,30 +40,30 @@ def refuse_network(monkeypatch):
 
 
 def test_registry_holds_the_published_releases():
-    compact = [f"uncased_L-{l}_H-{h}_A-{h // 64}" for l in (2, 4, 6, 8, 10, 12) for h in (128, 256, 512, 768)]
-    assert all(bert_weights.find_release(name) for name in compact) and len(compact) == 24
-    small = bert_weights.find_release("uncased_L-4_H-512_A-8")
+    compact = [f"uncased_L-{layers}_H-{h}_A-{h // 64}" for layers in (2, 4, 6, 8, 10, 12) for h in (128, 256, 512, 768)]
+    assert all(bert_releases.find_release(name) for name in compact) and len(compact) == 24
+    small = bert_releases.find_release("uncased_L-4_H-512_A-8")
     assert small.url == "https://storage.googleapis.com/bert_models/2020_02_20/uncased_L-4_H-512_A-8.zip"
     assert small.sizes == {"num_layers": 4, "hidden_dim": 512, "num_heads": 8}
-    base = bert_weights.find_release("uncased_L-12_H-768_A-12")  # the 2018 original, not the 2020 re-training
+    base = bert_releases.find_release("uncased_L-12_H-768_A-12")  # the 2018 original, not the 2020 re-training
     assert base.url == "https://storage.googleapis.com/bert_models/2018_10_18/uncased_L-12_H-768_A-12.zip"
-    assert bert_weights.find_release("2020_02_20/uncased_L-12_H-768_A-12").date == "2020_02_20"
+    assert bert_releases.find_release("2020_02_20/uncased_L-12_H-768_A-12").date == "2020_02_20"
     for name in ("cased_L-12_H-768_A-12", "uncased_L-24_H-1024_A-16", "cased_L-24_H-1024_A-16"):
-        assert bert_weights.find_release(name).date == "2018_10_18"
+        assert bert_releases.find_release(name).date == "2018_10_18"
 
 
 def test_cache_dir_from_the_environment(monkeypatch, tmp_path):
     monkeypatch.setenv("KZOO_CACHE_DIR", str(tmp_path))
-    assert bert_weights.cache_dir() == tmp_path
+    assert bert_releases.cache_dir() == tmp_path
     monkeypatch.delenv("KZOO_CACHE_DIR")
-    assert str(bert_weights.cache_dir()).endswith(".cache/kzoo")
+    assert str(bert_releases.cache_dir()).endswith(".cache/kzoo")
 
 
 @pytest.mark.parametrize("top_folder", [None, NAME])  # the 2020 archives hold bare files, the 2018 ones a folder
 def test_download_once_then_load_from_the_cache(mirror, monkeypatch, top_folder):
     if top_folder:
         zip_folder(mirror / "checkpoint", mirror / "bucket" / "2020_02_20" / f"{NAME}.zip", top_folder)
-    folder = bert_weights.fetch(NAME)
+    folder = bert_releases.fetch(NAME)
     assert folder == mirror / "cache" / "bert_models" / "2020_02_20" / NAME
     assert [str(p) for p in cached_files(mirror)] == [
         f"bert_models/2020_02_20/{NAME}/{name}"
@@ -80,7 +81,7 @@ def test_truncated_download_leaves_nothing_in_the_cache(mirror):
     archive = mirror / "bucket" / "2020_02_20" / f"{NAME}.zip"
     archive.write_bytes(archive.read_bytes()[: archive.stat().st_size // 2])
     with pytest.raises(ValueError, match=r"did not download as a whole zip archive.*Nothing was cached"):
-        bert_weights.fetch(NAME)
+        bert_releases.fetch(NAME)
     assert cached_files(mirror) == []
     assert not (mirror / "cache" / "bert_models" / "2020_02_20" / NAME).exists()
 
@@ -96,39 +97,39 @@ def test_interrupted_download_leaves_nothing_in_the_cache(mirror, monkeypatch):
 
     monkeypatch.setattr(urllib.request, "urlopen", lambda url, timeout: Interrupted(b"x" * 4096))
     with pytest.raises(OSError, match="connection reset by peer"):
-        bert_weights.fetch(NAME)
+        bert_releases.fetch(NAME)
     assert cached_files(mirror) == []
 
 
 def test_offline_error_says_what_to_download_and_where(mirror, monkeypatch):
     refuse_network(monkeypatch)
     folder = mirror / "cache" / "bert_models" / "2020_02_20" / NAME
-    url = f"{bert_weights.BASE_URL}/2020_02_20/{NAME}.zip"
+    url = f"{bert_releases.BASE_URL}/2020_02_20/{NAME}.zip"
     with pytest.raises(OSError) as error:
         bert_small(weights="uncased_L-4_H-512_A-8")
     assert "uncased_L-4_H-512_A-8.zip" in str(error.value) and "network is unreachable" in str(error.value)
     with pytest.raises(OSError) as error:
-        bert_weights.fetch(NAME)
+        bert_releases.fetch(NAME)
     assert url in str(error.value) and f"lie directly in {folder}" in str(error.value)
     assert cached_files(mirror) == []
 
 
 def test_sha256_is_checked_when_known(mirror, monkeypatch):
     archive = mirror / "bucket" / "2020_02_20" / f"{NAME}.zip"
-    wrong = bert_weights.Release("2020_02_20", NAME, sha256="0" * 64)
+    wrong = bert_releases.Release("2020_02_20", NAME, sha256="0" * 64)
     with pytest.raises(ValueError, match=r"has SHA-256 [0-9a-f]{64}, not the published 0{64}"):
-        bert_weights.fetch(wrong)
+        bert_releases.fetch(wrong)
     assert cached_files(mirror) == []
-    right = bert_weights.Release("2020_02_20", NAME, sha256=hashlib.sha256(archive.read_bytes()).hexdigest())
-    assert (bert_weights.fetch(right) / "bert_config.json").is_file()
+    right = bert_releases.Release("2020_02_20", NAME, sha256=hashlib.sha256(archive.read_bytes()).hexdigest())
+    assert (bert_releases.fetch(right) / "bert_config.json").is_file()
 
 
 def test_archive_of_another_size_is_rejected(mirror, monkeypatch):
-    release = bert_weights.Release("2020_02_20", "uncased_L-4_H-128_A-2")
-    monkeypatch.setitem(bert_weights.RELEASES, release.name, release)
+    release = bert_releases.Release("2020_02_20", "uncased_L-4_H-128_A-2")
+    monkeypatch.setitem(bert_releases.RELEASES, release.name, release)
     zip_folder(mirror / "checkpoint", mirror / "bucket" / "2020_02_20" / "uncased_L-4_H-128_A-2.zip")
     with pytest.raises(ValueError, match=r"describes \{'num_layers': 2, .* but the name promises \{'num_layers': 4"):
-        bert_weights.fetch("uncased_L-4_H-128_A-2")
+        bert_releases.fetch("uncased_L-4_H-128_A-2")
     assert cached_files(mirror) == []
 
 
@@ -146,4 +147,4 @@ def test_unknown_name_and_incomplete_cache_folder(mirror):
     folder.mkdir(parents=True)
     (folder / "vocab.txt").write_text("[PAD]\n")
     with pytest.raises(FileExistsError, match="holds no bert_config.json"):
-        bert_weights.fetch(NAME)
+        bert_releases.fetch(NAME)

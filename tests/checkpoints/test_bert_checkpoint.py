@@ -15,10 +15,17 @@ import tensorflow as tf
 from safetensors.numpy import load_file
 from safetensors.tensorflow import save_file as save_tensorflow
 
+from kzoo.checkpoints.bert_checkpoint import load_checkpoint_weights, read_checkpoint
 from kzoo.layers import gelu_approximate
 from kzoo.models import Bert, BertPretrainer, bert_small
-from kzoo.models.bert_checkpoint import load_checkpoint_weights, read_checkpoint
-from tests.models.bert_checkpoint_files import REFERENCE, TINY, tiny_config, to_google, write_google, write_huggingface
+from tests.checkpoints.bert_checkpoint_files import (
+    REFERENCE,
+    TINY,
+    tiny_config,
+    to_google,
+    write_google,
+    write_huggingface,
+)
 
 CASES = ("single", "pair", "padded_batch", "padded_pairs", "long_pair_128")
 FEATURES = ("token_ids", "segment_ids", "padding_mask")

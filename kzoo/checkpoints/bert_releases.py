@@ -17,11 +17,11 @@ have none); otherwise that the file is a zip archive whose every member passes i
 truncated and corrupted downloads), that it holds `bert_config.json`, `vocab.txt` and a `bert_model.ckpt`
 checkpoint (index and data), that no member would unzip outside its folder, and that the configuration has the
 number of layers, width and heads the name promises. The tensors' shapes are then checked against the
-configuration when the checkpoint is loaded (`kzoo.models.bert_checkpoint`).
+configuration when the checkpoint is loaded (`kzoo.checkpoints.bert_checkpoint`).
 
 Example:
 ```python
-folder = kzoo.models.bert_weights.fetch("uncased_L-4_H-512_A-8")
+folder = kzoo.checkpoints.bert_releases.fetch("uncased_L-4_H-512_A-8")
 backbone = kzoo.models.bert_small(weights="uncased_L-4_H-512_A-8")  # the same, loaded
 ```
 
@@ -158,7 +158,8 @@ def fetch(release):
     if not isinstance(release, Release):
         name, release = release, find_release(release)
         if release is None:
-            raise ValueError(f"No published BERT release is called {name!r}; see kzoo.models.bert_weights.RELEASES.")
+            raise ValueError(f"No published BERT release is called {name!r}; see "
+                             "kzoo.checkpoints.bert_releases.RELEASES.")
     folder = release.folder
     if (folder / "bert_config.json").is_file():
         return folder

@@ -49,11 +49,12 @@ def translation_batches(tokenizer, sources, targets, max_tokens=4096, max_length
     if shuffle:
         dataset = dataset.shuffle(len(sources), seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.bucket_by_sequence_length(
-        lambda e, d, l: tf.maximum(tf.shape(e)[0], tf.shape(d)[0]),
+        lambda source, target, labels: tf.maximum(tf.shape(source)[0], tf.shape(target)[0]),
         bucket_boundaries=boundaries[:-1],
         bucket_batch_sizes=[max(1, max_tokens // b) for b in boundaries],
     )
     if shuffle:
         dataset = dataset.shuffle(64, seed=seed)
-    dataset = dataset.map(lambda e, d, l: ({"encoder_token_ids": e, "decoder_token_ids": d}, l))
+    dataset = dataset.map(
+        lambda source, target, labels: ({"encoder_token_ids": source, "decoder_token_ids": target}, labels))
     return dataset.prefetch(tf.data.AUTOTUNE)
