@@ -8,13 +8,6 @@ import subprocess
 import sys
 import time
 
-import tensorflow as tf
-
-from kzoo.data import multi30k
-from kzoo.export import export_translator
-from kzoo.train.translation_recipe import TranslationConfig, train
-from kzoo.translator import Translator
-
 EXAMPLES = [
     "A man in an orange hat starring at something.",
     "Two young children are playing in the sand on the beach.",
@@ -38,6 +31,9 @@ print(json.dumps({"translations": [t.decode() for t in out.numpy()], "kzoo_impor
 
 def shipped_translations(texts):
     """The shipped SavedModel's translations, for comparison with a few minutes of training (None if absent)."""
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the tf-text ops the graph uses)
+
     if not SHIPPED.is_dir():
         return [None] * len(texts)
     serve = tf.saved_model.load(str(SHIPPED)).signatures["serving_default"]
@@ -49,15 +45,28 @@ def stage(number, text):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--output", default="runs/demo", help="where the run and its SavedModel go")
+    parser = argparse.ArgumentParser(prog="python -m kzoo.demo", description=__doc__,
+                                     formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+    parser.add_argument("--output", default="runs/demo", help="the run folder; its SavedModel goes inside it")
     parser.add_argument("--minutes", type=float, default=7.5, help="training time budget")
+    parser.add_argument("--train-pairs", type=int, default=0,
+                        help="train on the first this many Multi30k pairs (0: all 29,000; a few hundred: a smoke run)")
     args = parser.parse_args(argv)
+    if args.minutes <= 0 or args.train_pairs < 0:
+        parser.error(f"--minutes {args.minutes:g} must be positive and --train-pairs {args.train_pairs} at least 0.")
+
+    from kzoo.data import multi30k
+    from kzoo.export import export_translator
+    from kzoo.train.translation_recipe import TranslationConfig, train
+    from kzoo.translator import Translator
+
     started = time.monotonic()
     output = pathlib.Path(args.output)
 
     stage(1, "Reading Multi30k En-De from data/multi30k (shipped with the repo, see its SOURCE.md)")
     train_pairs, val_pairs = multi30k("train"), multi30k("val")
+    if args.train_pairs:
+        train_pairs = (train_pairs[0][: args.train_pairs], train_pairs[1][: args.train_pairs])
     print(f"    {len(train_pairs[0])} training pairs, {len(val_pairs[0])} validation pairs")
 
     stage(2, f"Training a small Transformer for about {args.minutes:g} minutes, then scoring validation BLEU")

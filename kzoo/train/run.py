@@ -117,7 +117,9 @@ class Run:
         state = read_run(folder)
         return None if state is None else state["status"]
 
-    def __enter__(self):
+    def start(self):
+        """Claim the folder (see the class docs), print the configuration and set the seed; returns the run.
+        `with Run(...) as run:` calls it, and `finish` or `fail` at the end of the block."""
         import keras
 
         if self.chief:
@@ -126,6 +128,16 @@ class Run:
         if "seed" in self.config:
             keras.utils.set_random_seed(self.config["seed"])
         return self
+
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, kind, error, traceback):
+        if error is None:
+            self.finish()
+        else:
+            self.fail(error)
+        return False
 
     def _claim(self):
         state = read_run(self.path) if self.path.is_dir() else None
@@ -234,24 +246,26 @@ class Run:
 
         return tempfile.mkdtemp(prefix="kzoo-worker-")
 
-    def __exit__(self, kind, error, traceback):
+    def finish(self):
+        """Mark the run finished (after its artifacts and scores are written) and delete a run it replaced."""
         if not self.chief or self._state is None:
-            return False
-        self._state["finished"] = _now()
-        if error is None:
-            shutil.rmtree(self.path / "backup", ignore_errors=True)  # a finished run resumes from nothing
-            self._state["status"] = "finished"
-            self._write_state()
-            if self._aside.exists():
-                shutil.rmtree(self._aside)
-            return False
-        self._state.update(status="failed", error=f"{kind.__name__}: {error}")
+            return
+        shutil.rmtree(self.path / "backup", ignore_errors=True)  # a finished run resumes from nothing
+        self._state.update(status="finished", finished=_now())
+        self._write_state()
+        if self._aside.exists():
+            shutil.rmtree(self._aside)
+
+    def fail(self, error):
+        """Mark the run failed with `error`; a run it was replacing is put back in its place."""
+        if not self.chief or self._state is None:
+            return
+        self._state.update(status="failed", error=f"{type(error).__name__}: {error}", finished=_now())
         self._write_state()
         if self._aside.exists() and not self.resumed:
             shutil.rmtree(self.path)
             os.rename(self._aside, self.path)
             logger.warning("The run failed; %s holds the run it was replacing again.", self.path)
-        return False
 
 
 def _now():
