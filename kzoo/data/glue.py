@@ -7,8 +7,10 @@ import hashlib
 import pathlib
 from typing import NamedTuple
 
-# The repo ships SST-2 and MRPC (see data/glue/SOURCE.md), in GLUE's folder layout: <task dir>/<split>.tsv.gz.
-GLUE_DIR = pathlib.Path(__file__).resolve().parents[2] / "data" / "glue"
+from kzoo.data.shipped import shipped_file
+
+# kzoo ships SST-2 and MRPC (see data/glue/SOURCE.md) as shipped_file("glue"), in GLUE's folder layout:
+# <task dir>/<split>.tsv.gz.
 GLUE_SPLITS = ("train", "dev")
 
 
@@ -65,7 +67,7 @@ def glue_file(task, split, data_dir=None):
     if split not in GLUE_SPLITS:
         raise ValueError(f"split={split!r} is not a GLUE split with labels; use one of {GLUE_SPLITS}.")
     spec = GLUE_TASKS[task]
-    data_dir = pathlib.Path(data_dir or GLUE_DIR)
+    data_dir = pathlib.Path(data_dir) if data_dir else shipped_file("glue")
     path = data_dir / spec.directory / f"{split}.tsv.gz"
     if not path.is_file():
         raise FileNotFoundError(
@@ -119,7 +121,7 @@ def glue(task, split, data_dir=None):
             sentences are paraphrases; 3,668 train and 408 dev pairs).
         split: str. `"train"` or `"dev"`; GLUE's test labels are not public.
         data_dir: path. A folder laid out like GLUE's download (`SST-2/train.tsv.gz`, ...), holding the same files.
-            Defaults to the copy shipped in data/glue.
+            Defaults to the copy kzoo ships (`shipped_file("glue")`).
 
     Returns:
         A `GlueExamples(texts, second_texts, labels, label_names)`; `second_texts` is None for SST-2.

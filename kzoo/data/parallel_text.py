@@ -4,8 +4,9 @@ import gzip
 import hashlib
 import pathlib
 
-# The repo ships Multi30k Task 1 (see data/multi30k/SOURCE.md); sha256 of each shipped file.
-MULTI30K_DIR = pathlib.Path(__file__).resolve().parents[2] / "data" / "multi30k"
+from kzoo.data.shipped import shipped_file
+
+# kzoo ships Multi30k Task 1 as shipped_file("multi30k") (see data/multi30k/SOURCE.md); sha256 of each shipped file.
 MULTI30K_SPLITS = ("train", "val", "test_2016_flickr")
 MULTI30K_SHA256 = {
     "train.en.gz": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
@@ -42,7 +43,7 @@ def multi30k_files(split, data_dir=None, source="en", target="de"):
     """The (source, target) file paths of a Multi30k split, checked against their published sha256."""
     if split not in MULTI30K_SPLITS:
         raise ValueError(f"split={split!r} is not a Multi30k split; use one of {MULTI30K_SPLITS}.")
-    data_dir = pathlib.Path(data_dir or MULTI30K_DIR)
+    data_dir = pathlib.Path(data_dir) if data_dir else shipped_file("multi30k")
     paths = []
     for language in (source, target):
         path = data_dir / f"{split}.{language}.gz"

@@ -6,8 +6,13 @@ import itertools
 import pathlib
 import re
 
-# The repo ships the train and valid splits of WikiText-2 v1 (see data/wikitext2/SOURCE.md); sha256 of each file.
-WIKITEXT2_DIR = pathlib.Path(__file__).resolve().parents[2] / "data" / "wikitext2"
+from kzoo.data.shipped import SHIPPED_DATA_DIR, SHIPPED_PREFIX, shipped_file
+
+# kzoo ships the train and valid splits of WikiText-2 v1 and a vocabulary learned from them, as
+# shipped_file("wikitext2") (see data/wikitext2/SOURCE.md); sha256 of each split.
+WIKITEXT2_DIR = SHIPPED_DATA_DIR / "wikitext2"
+# The shipped vocabulary as a run's config.json records it (kzoo.data.resolve_data_path opens it).
+WIKITEXT2_VOCABULARY = f"{SHIPPED_PREFIX}wikitext2/vocab.txt"
 WIKITEXT2_SHA256 = {
     "train": "0c202e0b5d919429261b7291d9b5998f0db680c0a6700c0ff2a886d0abe055d4",
     "valid": "3ac34ae2b6509075d52302c50a04a8a1970739ffe1a904f2cd374fefbea3cbf2",
@@ -56,7 +61,7 @@ def wikitext2_file(split, data_dir=None):
     """The path of a shipped WikiText-2 split ("train" or "valid"), checked against its sha256."""
     if split not in WIKITEXT2_SHA256:
         raise ValueError(f"split={split!r} is not a shipped WikiText-2 split; use one of {tuple(WIKITEXT2_SHA256)}.")
-    path = pathlib.Path(data_dir or WIKITEXT2_DIR) / f"wiki.{split}.tokens.gz"
+    path = (pathlib.Path(data_dir) if data_dir else shipped_file("wikitext2")) / f"wiki.{split}.tokens.gz"
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing: put the WikiText-2 v1 tokens files there, or pass data_dir=.")
     expected = WIKITEXT2_SHA256[split]
