@@ -26,7 +26,15 @@ _HEADING = re.compile(r"=( =)+ .* =( =)+")
 
 
 def clean_wikitext(line):
-    """A WikiText line with the tokenization artefacts undone: `2 @,@ 000` → `2,000`, `<unk>` → `[UNK]`."""
+    """A WikiText line with the tokenization artefacts undone: `2 @,@ 000` → `2,000`, `<unk>` → `[UNK]`.
+
+    Example:
+    ```python
+    from kzoo.data.wikitext import clean_wikitext
+
+    assert clean_wikitext("It cost 2 @,@ 000 <unk> over 1 @.@ 5 years") == "It cost 2,000 [UNK] over 1.5 years"
+    ```
+    """
     return _SPLIT_MARK.sub(r"\1", line).replace("<unk>", "[UNK]")
 
 
@@ -36,6 +44,17 @@ def wikitext_documents(path):
     An article starts at a title line ` = Title = ` that stands between two blank lines (table rows such as
     ` = Played , W = ` also look like titles but never stand alone). Titles and the ` = = Section = = ` headings are
     dropped, paragraphs are stripped and cleaned with `clean_wikitext`. Only one article is held in memory.
+
+    Example:
+    ```python
+    import pathlib
+
+    pathlib.Path("wiki.tokens").write_text(
+        "\\n = Robert Boulter = \\n\\n Robert Boulter is an English actor . \\n\\n = = Career = = \\n\\n"
+        " He won 2 @,@ 000 prizes . \\n", encoding="utf-8")
+    articles = kzoo.data.wikitext_documents("wiki.tokens")
+    assert list(articles) == [["Robert Boulter is an English actor .", "He won 2,000 prizes ."]]
+    ```
     """
     path = pathlib.Path(path)
     if not path.is_file():
@@ -58,7 +77,15 @@ def wikitext_documents(path):
 
 
 def wikitext2_file(split, data_dir=None):
-    """The path of a shipped WikiText-2 split ("train" or "valid"), checked against its sha256."""
+    """The path of a shipped WikiText-2 split ("train" or "valid"), checked against its sha256.
+
+    Example:
+    ```python
+    path = kzoo.data.wikitext2_file("valid")
+    first = next(kzoo.data.wikitext_documents(path))  # the first article, a list of paragraphs
+    assert path.name == "wiki.valid.tokens.gz" and first[0].startswith("Homarus gammarus , known as")
+    ```
+    """
     if split not in WIKITEXT2_SHA256:
         raise ValueError(f"split={split!r} is not a shipped WikiText-2 split; use one of {tuple(WIKITEXT2_SHA256)}.")
     path = (pathlib.Path(data_dir) if data_dir else shipped_file("wikitext2")) / f"wiki.{split}.tokens.gz"
