@@ -11,14 +11,39 @@ import tempfile
 
 
 def umask():
-    """The process's file mode creation mask."""
+    """The process's file mode creation mask.
+
+    Example:
+    ```python
+    import os
+    from kzoo.files import umask
+
+    previous = os.umask(0o027)
+    assert umask() == 0o027  # read without changing it
+    os.umask(previous)
+    ```
+    """
     mask = os.umask(0o022)
     os.umask(mask)
     return mask
 
 
 def publish_permissions(path):
-    """Give `path`, and everything under it if it is a folder, the permissions of a freshly made file or folder."""
+    """Give `path`, and everything under it if it is a folder, the permissions of a freshly made file or folder.
+
+    Example:
+    ```python
+    import os, pathlib, stat, tempfile
+    from kzoo.files import publish_permissions, umask
+
+    folder = pathlib.Path(tempfile.mkdtemp(dir="."))  # 0700, as tempfile makes it
+    (folder / "model.pb").write_bytes(b"...")
+    os.chmod(folder / "model.pb", 0o600)
+    publish_permissions(folder)
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o777 & ~umask()
+    assert stat.S_IMODE((folder / "model.pb").stat().st_mode) == 0o666 & ~umask()
+    ```
+    """
     path = pathlib.Path(path)
     mask = umask()
     for item in [path, *(path.rglob("*") if path.is_dir() else ())]:
@@ -33,8 +58,12 @@ def atomic_path(path, directory=False):
 
     Example:
     ```python
+    from kzoo.files import atomic_path
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
     with atomic_path("runs/x/model.keras") as temporary:
-        model.save(temporary)   # a reader sees the whole file or the one before
+        model.save(temporary)  # a reader of runs/x/model.keras sees the whole file or the one before
+    assert keras.saving.load_model("runs/x/model.keras").count_params() == 8
     ```
     """
     path = pathlib.Path(path)
@@ -60,7 +89,16 @@ def atomic_path(path, directory=False):
 
 
 def write_atomically(path, data):
-    """Write `data` (bytes, or str as UTF-8) to `path` atomically; returns the path."""
+    """Write `data` (bytes, or str as UTF-8) to `path` atomically; returns the path.
+
+    Example:
+    ```python
+    from kzoo.files import write_atomically
+
+    path = write_atomically("runs/x/config.json", '{"epochs": 2}')
+    assert path.read_text() == '{"epochs": 2}'
+    ```
+    """
     with atomic_path(path) as temporary:
         with open(temporary, "wb") as file:
             file.write(data.encode("utf-8") if isinstance(data, str) else data)

@@ -12,7 +12,7 @@ BENCHMARKS = KZOO.parent / "benchmarks"
 
 # Lowest first. Packages of one layer do not import each other.
 LAYERS = (
-    ("_lazy", "_version", "files"),  # helpers on the standard library alone
+    ("_lazy", "_version", "console", "files"),  # helpers on the standard library alone
     ("layers", "metrics", "data", "serving"),  # Keras + numpy; the standard library; the serving contract check
     ("checkpoints",),  # numpy (TensorFlow's checkpoint reader only when a Google checkpoint is read)
     ("text",),  # TensorFlow, tensorflow-text, keras-hub

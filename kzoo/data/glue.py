@@ -7,8 +7,10 @@ import hashlib
 import pathlib
 from typing import NamedTuple
 
-# The repo ships SST-2 and MRPC (see data/glue/SOURCE.md), in GLUE's folder layout: <task dir>/<split>.tsv.gz.
-GLUE_DIR = pathlib.Path(__file__).resolve().parents[2] / "data" / "glue"
+from kzoo.data.shipped import shipped_file
+
+# kzoo ships SST-2 and MRPC (see data/glue/SOURCE.md) as shipped_file("glue"), in GLUE's folder layout:
+# <task dir>/<split>.tsv.gz.
 GLUE_SPLITS = ("train", "dev")
 
 
@@ -20,6 +22,20 @@ class GlueTask:
     have no header). `text`, `second_text` (None for single-sentence tasks) and `label` name the columns to read.
     `label_values` are the label column's values in class-id order, `label_names` a readable name for each class, and
     `sha256` the checksum of each split's shipped .tsv.gz file.
+
+    Example:
+    ```python
+    import gzip
+    from kzoo.data.glue import GlueTask, read_glue_tsv
+
+    # CoLA's layout: four columns, no header line.
+    cola = GlueTask("CoLA", ("source", "label", "original", "sentence"), "sentence", None, "label", ("0", "1"),
+                    ("unacceptable", "acceptable"), sha256={}, has_header=False)
+    with gzip.open("train.tsv.gz", "wt", encoding="utf-8") as handle:
+        handle.write("gj04\\t1\\t\\tOur friends won't buy this analysis.\\n")
+    examples = read_glue_tsv("train.tsv.gz", cola)
+    assert examples.texts == ["Our friends won't buy this analysis."] and examples.labels == [1]
+    ```
     """
 
     directory: str
@@ -50,7 +66,15 @@ GLUE_TASKS = {
 
 class GlueExamples(NamedTuple):
     """One split of a GLUE task: `texts`, `second_texts` (None for single-sentence tasks), `labels` as class ids, and
-    `label_names`, the name of each class id."""
+    `label_names`, the name of each class id.
+
+    Example:
+    ```python
+    sst2 = kzoo.data.glue("sst2", "dev")
+    assert isinstance(sst2, kzoo.data.GlueExamples) and sst2.second_texts is None
+    assert sst2.label_names == ("negative", "positive") and set(sst2.labels) == {0, 1}
+    ```
+    """
 
     texts: list
     second_texts: list | None
@@ -59,13 +83,22 @@ class GlueExamples(NamedTuple):
 
 
 def glue_file(task, split, data_dir=None):
-    """The path of a GLUE task's split (`<data_dir>/<task dir>/<split>.tsv.gz`), checked against its sha256."""
+    """The path of a GLUE task's split (`<data_dir>/<task dir>/<split>.tsv.gz`), checked against its sha256.
+
+    Example:
+    ```python
+    from kzoo.data.glue import glue_file
+
+    path = glue_file("mrpc", "train")  # the shipped copy; data_dir= for a folder laid out like GLUE's download
+    assert (path.parent.name, path.name) == ("MRPC", "train.tsv.gz")
+    ```
+    """
     if task not in GLUE_TASKS:
         raise ValueError(f"task={task!r} is not a shipped GLUE task; use one of {tuple(GLUE_TASKS)}.")
     if split not in GLUE_SPLITS:
         raise ValueError(f"split={split!r} is not a GLUE split with labels; use one of {GLUE_SPLITS}.")
     spec = GLUE_TASKS[task]
-    data_dir = pathlib.Path(data_dir or GLUE_DIR)
+    data_dir = pathlib.Path(data_dir) if data_dir else shipped_file("glue")
     path = data_dir / spec.directory / f"{split}.tsv.gz"
     if not path.is_file():
         raise FileNotFoundError(
@@ -83,6 +116,14 @@ def read_glue_tsv(path, spec):
 
     Fields are split on tabs with quoting off: GLUE's text holds `"` characters, even at the start of a field, and a
     quoting reader would swallow them. A byte order mark before the header (MRPC has one) is dropped.
+
+    Example:
+    ```python
+    from kzoo.data.glue import GLUE_TASKS, glue_file, read_glue_tsv
+
+    examples = read_glue_tsv(glue_file("sst2", "dev"), GLUE_TASKS["sst2"])
+    assert examples == kzoo.data.glue("sst2", "dev") and len(examples.texts) == 872
+    ```
     """
     text, label = spec.columns.index(spec.text), spec.columns.index(spec.label)
     second = spec.columns.index(spec.second_text) if spec.second_text else None
@@ -119,15 +160,16 @@ def glue(task, split, data_dir=None):
             sentences are paraphrases; 3,668 train and 408 dev pairs).
         split: str. `"train"` or `"dev"`; GLUE's test labels are not public.
         data_dir: path. A folder laid out like GLUE's download (`SST-2/train.tsv.gz`, ...), holding the same files.
-            Defaults to the copy shipped in data/glue.
+            Defaults to the copy kzoo ships (`shipped_file("glue")`).
 
     Returns:
         A `GlueExamples(texts, second_texts, labels, label_names)`; `second_texts` is None for SST-2.
 
     Example:
     ```python
-    pairs = glue("mrpc", "dev")
-    pairs.texts[0], pairs.second_texts[0], pairs.label_names[pairs.labels[0]]
+    pairs = kzoo.data.glue("mrpc", "dev")
+    assert len(pairs.texts) == len(pairs.second_texts) == len(pairs.labels) == 408
+    print(pairs.texts[0], "|", pairs.second_texts[0], "->", pairs.label_names[pairs.labels[0]])
     ```
     """
     return read_glue_tsv(glue_file(task, split, data_dir), GLUE_TASKS[task])

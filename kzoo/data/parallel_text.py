@@ -4,8 +4,9 @@ import gzip
 import hashlib
 import pathlib
 
-# The repo ships Multi30k Task 1 (see data/multi30k/SOURCE.md); sha256 of each shipped file.
-MULTI30K_DIR = pathlib.Path(__file__).resolve().parents[2] / "data" / "multi30k"
+from kzoo.data.shipped import shipped_file
+
+# kzoo ships Multi30k Task 1 as shipped_file("multi30k") (see data/multi30k/SOURCE.md); sha256 of each shipped file.
 MULTI30K_SPLITS = ("train", "val", "test_2016_flickr")
 MULTI30K_SHA256 = {
     "train.en.gz": "d79cfa999dd4c51d2cb42499b6796d5a882c3a8a961923c25a898c90f8bbd56f",
@@ -18,7 +19,16 @@ MULTI30K_SHA256 = {
 
 
 def read_lines(path):
-    """The lines of a UTF-8 text file (gzip if the name ends in .gz), without their line endings."""
+    """The lines of a UTF-8 text file (gzip if the name ends in .gz), without their line endings.
+
+    Example:
+    ```python
+    import pathlib
+
+    pathlib.Path("sentences.txt").write_bytes("A dog runs.\\r\\nZwei Hunde.\\n".encode("utf-8"))
+    assert kzoo.data.read_lines("sentences.txt") == ["A dog runs.", "Zwei Hunde."]
+    ```
+    """
     path = pathlib.Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist: pass the path of a UTF-8 text file, one sentence per line.")
@@ -28,7 +38,18 @@ def read_lines(path):
 
 
 def read_parallel(source_path, target_path):
-    """Aligned (source, target) sentence lists from two files; they must have the same number of lines."""
+    """Aligned (source, target) sentence lists from two files; they must have the same number of lines.
+
+    Example:
+    ```python
+    import pathlib
+
+    pathlib.Path("train.en").write_text("Hello.\\nTwo dogs.\\n", encoding="utf-8")
+    pathlib.Path("train.de").write_text("Hallo.\\nZwei Hunde.\\n", encoding="utf-8")
+    sources, targets = kzoo.data.read_parallel("train.en", "train.de")
+    assert (sources, targets) == (["Hello.", "Two dogs."], ["Hallo.", "Zwei Hunde."])
+    ```
+    """
     sources, targets = read_lines(source_path), read_lines(target_path)
     if len(sources) != len(targets):
         raise ValueError(
@@ -39,10 +60,19 @@ def read_parallel(source_path, target_path):
 
 
 def multi30k_files(split, data_dir=None, source="en", target="de"):
-    """The (source, target) file paths of a Multi30k split, checked against their published sha256."""
+    """The (source, target) file paths of a Multi30k split, checked against their published sha256.
+
+    Example:
+    ```python
+    from kzoo.data.parallel_text import multi30k_files
+
+    english, german = multi30k_files("val")  # the shipped copy; data_dir= for your own Multi30k files
+    assert (english.name, german.name) == ("val.en.gz", "val.de.gz")
+    ```
+    """
     if split not in MULTI30K_SPLITS:
         raise ValueError(f"split={split!r} is not a Multi30k split; use one of {MULTI30K_SPLITS}.")
-    data_dir = pathlib.Path(data_dir or MULTI30K_DIR)
+    data_dir = pathlib.Path(data_dir) if data_dir else shipped_file("multi30k")
     paths = []
     for language in (source, target):
         path = data_dir / f"{split}.{language}.gz"
@@ -59,5 +89,19 @@ def multi30k_files(split, data_dir=None, source="en", target="de"):
 
 
 def multi30k(split, data_dir=None, source="en", target="de"):
-    """Multi30k Task 1 sentence pairs of one split, as (source sentences, target sentences)."""
+    """Multi30k Task 1 sentence pairs of one split, as (source sentences, target sentences).
+
+    Args:
+        split: str. `"train"` (29,000 pairs), `"val"` (1,014) or `"test_2016_flickr"` (1,000).
+        data_dir: path. A folder holding `<split>.<language>.gz` files; defaults to the copy kzoo ships
+            (`shipped_file("multi30k")`).
+        source, target: str. The languages, "en" and "de" by default (the shipped copy holds only these).
+
+    Example:
+    ```python
+    english, german = kzoo.data.multi30k("test_2016_flickr")
+    assert len(english) == len(german) == 1000
+    print(english[0], "->", german[0])
+    ```
+    """
     return read_parallel(*multi30k_files(split, data_dir, source, target))

@@ -6,8 +6,13 @@ import itertools
 import pathlib
 import re
 
-# The repo ships the train and valid splits of WikiText-2 v1 (see data/wikitext2/SOURCE.md); sha256 of each file.
-WIKITEXT2_DIR = pathlib.Path(__file__).resolve().parents[2] / "data" / "wikitext2"
+from kzoo.data.shipped import SHIPPED_DATA_DIR, SHIPPED_PREFIX, shipped_file
+
+# kzoo ships the train and valid splits of WikiText-2 v1 and a vocabulary learned from them, as
+# shipped_file("wikitext2") (see data/wikitext2/SOURCE.md); sha256 of each split.
+WIKITEXT2_DIR = SHIPPED_DATA_DIR / "wikitext2"
+# The shipped vocabulary as a run's config.json records it (kzoo.data.resolve_data_path opens it).
+WIKITEXT2_VOCABULARY = f"{SHIPPED_PREFIX}wikitext2/vocab.txt"
 WIKITEXT2_SHA256 = {
     "train": "0c202e0b5d919429261b7291d9b5998f0db680c0a6700c0ff2a886d0abe055d4",
     "valid": "3ac34ae2b6509075d52302c50a04a8a1970739ffe1a904f2cd374fefbea3cbf2",
@@ -21,7 +26,15 @@ _HEADING = re.compile(r"=( =)+ .* =( =)+")
 
 
 def clean_wikitext(line):
-    """A WikiText line with the tokenization artefacts undone: `2 @,@ 000` → `2,000`, `<unk>` → `[UNK]`."""
+    """A WikiText line with the tokenization artefacts undone: `2 @,@ 000` → `2,000`, `<unk>` → `[UNK]`.
+
+    Example:
+    ```python
+    from kzoo.data.wikitext import clean_wikitext
+
+    assert clean_wikitext("It cost 2 @,@ 000 <unk> over 1 @.@ 5 years") == "It cost 2,000 [UNK] over 1.5 years"
+    ```
+    """
     return _SPLIT_MARK.sub(r"\1", line).replace("<unk>", "[UNK]")
 
 
@@ -31,6 +44,17 @@ def wikitext_documents(path):
     An article starts at a title line ` = Title = ` that stands between two blank lines (table rows such as
     ` = Played , W = ` also look like titles but never stand alone). Titles and the ` = = Section = = ` headings are
     dropped, paragraphs are stripped and cleaned with `clean_wikitext`. Only one article is held in memory.
+
+    Example:
+    ```python
+    import pathlib
+
+    pathlib.Path("wiki.tokens").write_text(
+        "\\n = Robert Boulter = \\n\\n Robert Boulter is an English actor . \\n\\n = = Career = = \\n\\n"
+        " He won 2 @,@ 000 prizes . \\n", encoding="utf-8")
+    articles = kzoo.data.wikitext_documents("wiki.tokens")
+    assert list(articles) == [["Robert Boulter is an English actor .", "He won 2,000 prizes ."]]
+    ```
     """
     path = pathlib.Path(path)
     if not path.is_file():
@@ -53,10 +77,18 @@ def wikitext_documents(path):
 
 
 def wikitext2_file(split, data_dir=None):
-    """The path of a shipped WikiText-2 split ("train" or "valid"), checked against its sha256."""
+    """The path of a shipped WikiText-2 split ("train" or "valid"), checked against its sha256.
+
+    Example:
+    ```python
+    path = kzoo.data.wikitext2_file("valid")
+    first = next(kzoo.data.wikitext_documents(path))  # the first article, a list of paragraphs
+    assert path.name == "wiki.valid.tokens.gz" and first[0].startswith("Homarus gammarus , known as")
+    ```
+    """
     if split not in WIKITEXT2_SHA256:
         raise ValueError(f"split={split!r} is not a shipped WikiText-2 split; use one of {tuple(WIKITEXT2_SHA256)}.")
-    path = pathlib.Path(data_dir or WIKITEXT2_DIR) / f"wiki.{split}.tokens.gz"
+    path = (pathlib.Path(data_dir) if data_dir else shipped_file("wikitext2")) / f"wiki.{split}.tokens.gz"
     if not path.is_file():
         raise FileNotFoundError(f"{path} is missing: put the WikiText-2 v1 tokens files there, or pass data_dir=.")
     expected = WIKITEXT2_SHA256[split]

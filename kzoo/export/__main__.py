@@ -13,6 +13,8 @@ import argparse
 import json
 import pathlib
 
+from kzoo.console import quiet_tensorflow
+
 POOLINGS = ("mean", "cls", "pooled")  # kzoo.export.embedder_export.POOLINGS
 
 
@@ -69,6 +71,7 @@ def export_checkpoint_embedder(checkpoint, output, version=None, pooling="mean",
 
 
 def main(argv=None):
+    quiet_tensorflow()
     parser = argparse.ArgumentParser(prog="python -m kzoo.export", description=__doc__.split("\n\n")[0],
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--run", help="a training run folder (translation or fine-tuning recipe)")

@@ -11,6 +11,13 @@ def gelu_approximate(x):
     Hugging Face's "gelu_new" / "gelu_pytorch_tanh" and of OpenAI's GPT. Pass the function itself:
     `kzoo.models.Bert(..., activation=kzoo.layers.gelu_approximate)`.
 
+    Example:
+    ```python
+    x = np.array([-1.0, 0.0, 1.0], "float32")
+    y = keras.ops.convert_to_numpy(kzoo.layers.gelu_approximate(x))
+    np.testing.assert_allclose(y, 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))), rtol=1e-6)
+    ```
+
     References:
         - [Hendrycks and Gimpel, 2016](https://arxiv.org/abs/1606.08415), section 2.
     """

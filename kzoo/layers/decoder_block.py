@@ -11,6 +11,15 @@ def write_positions(cache, index, new):
 
     A scatter (TensorScatterUpdate), a core TensorFlow op that TF Serving runs, unlike the XLA-only dynamic update
     slice behind `keras.ops.slice_update` on TensorFlow.
+
+    Example:
+    ```python
+    from kzoo.layers.decoder_block import write_positions
+
+    cache = np.zeros((2, 4, 1), "float32")  # (batch, length, features)
+    cache = write_positions(cache, 1, np.ones((2, 2, 1), "float32"))
+    assert keras.ops.convert_to_numpy(cache)[:, :, 0].tolist() == [[0, 1, 1, 0], [0, 1, 1, 0]]
+    ```
     """
     batch, steps = ops.shape(new)[0], ops.shape(new)[1]
     rows = ops.repeat(ops.arange(batch), steps)

@@ -17,7 +17,17 @@ MASKED_LOGIT = -1e9
 
 
 def merge_masks(*masks):
-    """AND together the masks that are not None; None when all are."""
+    """AND together the masks that are not None; None when all are.
+
+    Example:
+    ```python
+    from kzoo.layers.masks import merge_masks
+
+    mask = merge_masks(np.array([[True, True, False]]), None, np.array([[True, False, True]]))
+    assert keras.ops.convert_to_numpy(mask).tolist() == [[True, False, False]]
+    assert merge_masks(None, None) is None
+    ```
+    """
     merged = None
     for mask in masks:
         if mask is None:
@@ -28,12 +38,32 @@ def merge_masks(*masks):
 
 
 def key_padding_mask(x, padding_mask=None):
-    """The key-side padding mask (batch, m): `padding_mask` AND the Keras mask that `x` carries, if any."""
+    """The key-side padding mask (batch, m): `padding_mask` AND the Keras mask that `x` carries, if any.
+
+    Example:
+    ```python
+    from kzoo.layers.masks import key_padding_mask
+
+    x = keras.layers.Embedding(10, 4, mask_zero=True)(np.array([[3, 5, 0]]))  # carries the Keras mask of id 0
+    mask = key_padding_mask(x, padding_mask=np.array([[False, True, True]]))
+    assert keras.ops.convert_to_numpy(mask).tolist() == [[False, True, False]]
+    ```
+    """
     return merge_masks(padding_mask, get_keras_mask(x))
 
 
 def carry_query_mask(output, queries):
-    """Attach the Keras mask of the queries to an attention output: output position j is query j."""
+    """Attach the Keras mask of the queries to an attention output: output position j is query j.
+
+    Example:
+    ```python
+    from kzoo.layers.masks import carry_query_mask, get_keras_mask
+
+    queries = keras.layers.Embedding(10, 4, mask_zero=True)(np.array([[3, 0]]))
+    output = carry_query_mask(keras.ops.ones((1, 2, 8)), queries)
+    assert keras.ops.convert_to_numpy(get_keras_mask(output)).tolist() == [[True, False]]
+    ```
+    """
     mask = get_keras_mask(queries)
     if mask is not None:
         set_keras_mask(output, mask)
@@ -41,7 +71,18 @@ def carry_query_mask(output, queries):
 
 
 def causal_mask(query_length, key_length, query_offset=0):
-    """Boolean (query_length, key_length): query i may attend to keys 0..i + query_offset."""
+    """Boolean (query_length, key_length): query i may attend to keys 0..i + query_offset.
+
+    Example:
+    ```python
+    from kzoo.layers.masks import causal_mask
+
+    assert keras.ops.convert_to_numpy(causal_mask(2, 2)).tolist() == [[True, False], [True, True]]
+    # Two new queries after one cached position: query 0 is position 1 and sees keys 0 and 1.
+    assert keras.ops.convert_to_numpy(causal_mask(2, 3, query_offset=1)).tolist() == [
+        [True, True, False], [True, True, True]]
+    ```
+    """
     rows = ops.arange(query_length)[:, None] + query_offset
     cols = ops.arange(key_length)[None, :]
     return ops.greater_equal(rows, cols)
@@ -51,6 +92,17 @@ def attention_mask_for(query, padding_mask=None, attention_mask=None, use_causal
     """Combine a key padding mask (batch, m), an explicit (batch, t, m) mask and causality into one boolean mask.
 
     Returns None when nothing is masked, else a tensor broadcastable to (batch, t, m).
+
+    Example:
+    ```python
+    from kzoo.layers.masks import attention_mask_for
+
+    query = np.zeros((1, 3, 8), "float32")
+    mask = attention_mask_for(query, padding_mask=np.array([[True, True, False]]), use_causal_mask=True)
+    assert keras.ops.convert_to_numpy(mask)[0].tolist() == [
+        [True, False, False], [True, True, False], [True, True, False]]
+    assert attention_mask_for(query) is None
+    ```
     """
     key_mask = None if padding_mask is None else ops.expand_dims(ops.cast(padding_mask, "bool"), 1)
     causal = None
@@ -66,6 +118,16 @@ def masked_softmax(logits, mask=None):
 
     `logits` has any float dtype; `mask` is boolean and broadcastable to `logits`. Returns weights in the dtype of
     `logits`. A row whose keys are all masked gets finite weights that sum to one, never NaN.
+
+    Example:
+    ```python
+    from kzoo.layers.masks import masked_softmax
+
+    logits = np.array([[1.0, 2.0, 3.0], [1.0, 2.0, 3.0]], "float32")
+    weights = keras.ops.convert_to_numpy(masked_softmax(logits, np.array([[True, True, False], [False] * 3])))
+    np.testing.assert_allclose(weights[0], [1 / (1 + np.e), np.e / (1 + np.e), 0.0], rtol=1e-6)
+    assert np.isfinite(weights[1]).all() and np.isclose(weights[1].sum(), 1.0)  # a fully masked row: no NaN
+    ```
     """
     dtype = logits.dtype
     logits = ops.cast(logits, "float32")

@@ -19,7 +19,9 @@ class MeanPooling(keras.layers.Layer):
 
     Example:
     ```python
-    MeanPooling()(np.ones((1, 3, 2)), np.array([[1, 1, 0]]))  # [[1., 1.]]
+    sequence = np.array([[[1.0, 2.0], [3.0, 4.0], [9.0, 9.0]]], "float32")  # (batch, seq, dim)
+    pooled = kzoo.layers.MeanPooling()(sequence, np.array([[1, 1, 0]]))  # the last position is padding
+    assert keras.ops.convert_to_numpy(pooled).tolist() == [[2.0, 3.0]]
     ```
     """
 

@@ -10,6 +10,16 @@ class TransformerBlock(keras.layers.Layer):
 
     Subclasses build their sub-layers with `_multi_head`, `_feed_forward` and `_norm_and_dropout` and say in `call`
     how they are connected. The arguments are documented on the subclasses.
+
+    Example:
+    ```python
+    from kzoo.layers.transformer_block import TransformerBlock
+
+    block = kzoo.layers.EncoderBlock(num_heads=2, intermediate_dim=32, normalize_first=True)
+    assert isinstance(block, TransformerBlock)
+    config = block.get_config()  # the arguments TransformerBlock keeps for both kinds of block
+    assert (config["num_heads"], config["intermediate_dim"], config["normalize_first"]) == (2, 32, True)
+    ```
     """
 
     def __init__(

@@ -18,8 +18,12 @@ class SparseF1Score(keras.metrics.F1Score):
 
     Example:
     ```python
-    model.compile(optimizer, loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True),
-                  metrics=["accuracy", SparseF1Score()])
+    metric = kzoo.metrics.SparseF1Score()  # F1 of class 1
+    labels = np.array([1, 1, 0, 0])
+    logits = np.array([[0.0, 2.0], [3.0, 1.0], [0.0, 1.0], [2.0, 0.0]])  # predicts 1, 0, 1, 0
+    metric.update_state(labels, logits)
+    assert np.isclose(float(metric.result()), 0.5)  # TP 1, FP 1, FN 1: 2 / (2 + 1 + 1)
+    # Compiled like any metric: model.compile(..., metrics=["accuracy", kzoo.metrics.SparseF1Score()])
     ```
     """
 

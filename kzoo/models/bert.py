@@ -46,7 +46,7 @@ class Bert(keras.Model):
     model = kzoo.models.Bert(vocabulary_size=1000, num_layers=2, hidden_dim=64, num_heads=2)
     outputs = model({"token_ids": np.array([[2, 5, 6, 3]]), "segment_ids": np.zeros((1, 4), "int32"),
                      "padding_mask": np.ones((1, 4), bool)})
-    minilm = kzoo.models.Bert.from_checkpoint("all-MiniLM-L6-v2/")  # a Hugging Face folder
+    assert outputs["sequence_output"].shape == (1, 4, 64) and outputs["pooled_output"].shape == (1, 64)
     ```
 
     References:

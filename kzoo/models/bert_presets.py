@@ -35,9 +35,26 @@ def _preset(name):
         f"{size['num_heads']} heads (google-research/bert). `weights`: a checkpoint folder, or the name of a Google "
         f"release of this size such as "
         f"\"uncased_L-{size['num_layers']}_H-{size['hidden_dim']}_A-{size['num_heads']}\", "
-        "loaded with `Bert.from_checkpoint`. Keyword arguments override any `Bert` argument."
+        "loaded with `Bert.from_checkpoint`. Keyword arguments override any `Bert` argument.\n\n"
+        + _example(name, size)
     )
     return build
+
+
+def _example(name, size):
+    """The docstring example of a preset: built with a small vocabulary, and at most 4 layers, to stay quick."""
+    layers = "" if size["num_layers"] <= 4 else (
+        f"# {size['num_layers']} layers in the release; 2 here keep the example small\n"
+    )
+    depth = "" if not layers else ", num_layers=2"
+    return (
+        "Example:\n```python\n"
+        f"{layers}backbone = kzoo.models.{name}(vocabulary_size=1000, max_sequence_length=16{depth})\n"
+        'outputs = backbone({"token_ids": np.array([[2, 5, 6, 3]]), "segment_ids": np.zeros((1, 4), "int32"),\n'
+        '                    "padding_mask": np.ones((1, 4), bool)})\n'
+        f'assert outputs["sequence_output"].shape == (1, 4, {size["hidden_dim"]})\n'
+        "```\n"
+    )
 
 
 bert_tiny = _preset("bert_tiny")
@@ -53,7 +70,16 @@ PRESETS = {name: globals()[name] for name in SIZES}
 
 def bert_preset(name, weights=None, **overrides):
     """The preset called `name` ("bert_tiny" ... "bert_large"), as `kzoo.models.bert_tiny(...)` and the others build
-    it; a name that is not a preset is an error listing them."""
+    it; a name that is not a preset is an error listing them.
+
+    Example:
+    ```python
+    from kzoo.models.bert_presets import bert_preset
+
+    backbone = bert_preset("bert_mini", vocabulary_size=1000, max_sequence_length=16)
+    assert backbone.get_config()["hidden_dim"] == 256
+    ```
+    """
     if name not in PRESETS:
         raise ValueError(f"preset={name!r} is not a BERT preset; use one of {tuple(PRESETS)}.")
     return PRESETS[name](weights=weights, **overrides)

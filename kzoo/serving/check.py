@@ -15,6 +15,7 @@ import math
 import pathlib
 import sys
 
+from kzoo.console import quiet_tensorflow
 from kzoo.serving.contract_loader import ContractLoader, ServingError
 from kzoo.serving.model_config import saved_model_versions, served_models
 from kzoo.serving.op_audit import DEFAULT_TF_SERVING, TF_SERVING_RELEASES
@@ -105,6 +106,7 @@ def _compare(export_dir, inputs, outputs):
 
 
 def main(argv=None):
+    quiet_tensorflow()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("paths", nargs="+", help="SavedModel version folders, model folders or saved_models/")
     parser.add_argument("--tf-serving", default=DEFAULT_TF_SERVING, choices=sorted(TF_SERVING_RELEASES),

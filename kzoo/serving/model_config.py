@@ -11,6 +11,8 @@ Serving serves its newest version and picks up new versions as they appear.
 import argparse
 import pathlib
 
+from kzoo.console import quiet_tensorflow
+
 
 def saved_model_versions(model_dir):
     """The version folders of a model folder that hold a saved_model.pb, oldest first (what TF Serving would load)."""
@@ -39,6 +41,7 @@ def model_config(names, base_path="/models"):
 
 
 def main(argv=None):
+    quiet_tensorflow()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("saved_models", help="the folder of <model>/<version>/ SavedModels")
     parser.add_argument("--base-path", default="/models", help="where that folder is mounted in the server")

@@ -82,6 +82,16 @@ def average_weights(model, weight_files):
     """Set `model`'s weights to the element-wise mean of the weights saved in `weight_files` (.weights.h5).
 
     Averaging the last few checkpoints of a run is a cheap ensemble (Vaswani et al. 2017, section 6.1).
+
+    Example:
+    ```python
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1, kernel_initializer="ones")])
+    model.save_weights("a.weights.h5")  # kernel 1, bias 0
+    model.set_weights([np.full((2, 1), 3.0), np.ones(1)])
+    model.save_weights("b.weights.h5")  # kernel 3, bias 1
+    kzoo.train.average_weights(model, ["a.weights.h5", "b.weights.h5"])
+    assert model.get_weights()[0].tolist() == [[2.0], [2.0]] and model.get_weights()[1].tolist() == [0.5]
+    ```
     """
     if not weight_files:
         raise ValueError("average_weights needs at least one weights file.")

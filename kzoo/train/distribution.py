@@ -16,7 +16,19 @@ STRATEGIES = ("tpu", "multi_worker", "mirrored", "default")
 
 
 def tf_config_workers():
-    """The addresses of the workers `TF_CONFIG` names, its chief included (an empty list without `TF_CONFIG`)."""
+    """The addresses of the workers `TF_CONFIG` names, its chief included (an empty list without `TF_CONFIG`).
+
+    Example:
+    ```python
+    import json, os
+    from unittest import mock
+    from kzoo.train.distribution import tf_config_workers
+
+    cluster = {"cluster": {"chief": ["host0:2222"], "worker": ["host1:2222"]}, "task": {"type": "chief", "index": 0}}
+    with mock.patch.dict(os.environ, {"TF_CONFIG": json.dumps(cluster)}):
+        assert tf_config_workers() == ["host0:2222", "host1:2222"]
+    ```
+    """
     try:
         tf_config = json.loads(os.environ.get("TF_CONFIG") or "{}")
     except json.JSONDecodeError as error:
@@ -27,7 +39,16 @@ def tf_config_workers():
 
 def tpu_resolver(tpu=None):
     """A `TPUClusterResolver` for `tpu` (a name, a grpc:// address, "local" on a TPU VM, or None to look for one the
-    environment names), or None with the reason when there is none."""
+    environment names), or None with the reason when there is none.
+
+    Example:
+    ```python
+    from kzoo.train.distribution import tpu_resolver
+
+    resolver, why_not = tpu_resolver()
+    print(resolver.master() if resolver else f"no TPU here: {why_not}")
+    ```
+    """
     try:
         return tf.distribute.cluster_resolver.TPUClusterResolver(tpu=tpu), None
     except (ValueError, RuntimeError, tf.errors.NotFoundError) as error:
@@ -45,6 +66,16 @@ def choose_strategy(kind, workers, gpus, tpu_found):
 
     Returns:
         (kind, reason), both str.
+
+    Example:
+    ```python
+    from kzoo.train.distribution import choose_strategy
+
+    assert choose_strategy(None, workers=["a:1", "b:1"], gpus=0, tpu_found=False) == (
+        "multi_worker", "TF_CONFIG names 2 workers")
+    assert choose_strategy(None, workers=[], gpus=4, tpu_found=False)[0] == "mirrored"
+    assert choose_strategy("default", workers=[], gpus=4, tpu_found=False)[0] == "default"
+    ```
     """
     if kind is not None and kind not in STRATEGIES:
         raise ValueError(f"kind={kind!r} is not a strategy kzoo knows; use one of {STRATEGIES} or None to detect.")
@@ -60,7 +91,18 @@ def choose_strategy(kind, workers, gpus, tpu_found):
 
 
 def tpu_strategy(resolver):
-    """Connect to the TPU cluster `resolver` found, initialise it, and return a `TPUStrategy` over it."""
+    """Connect to the TPU cluster `resolver` found, initialise it, and return a `TPUStrategy` over it.
+
+    Example:
+    ```python
+    from kzoo.train.distribution import tpu_resolver, tpu_strategy
+
+    resolver, _ = tpu_resolver()
+    if resolver is not None:  # a TPU VM, or TPU_NAME set
+        strategy = tpu_strategy(resolver)
+        print(strategy.num_replicas_in_sync, "TPU cores")
+    ```
+    """
     tf.config.experimental_connect_to_cluster(resolver)
     tf.tpu.experimental.initialize_tpu_system(resolver)
     return tf.distribute.TPUStrategy(resolver)
@@ -91,7 +133,8 @@ def strategy(kind=None, tpu=None):
     strategy = kzoo.train.strategy()
     with strategy.scope():
         model = kzoo.transformer_small(vocabulary_size=8000)
-        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy", **compile_options(strategy))
+        model.compile(optimizer="adam", loss="sparse_categorical_crossentropy",
+                      **kzoo.train.compile_options(strategy))
     ```
     """
     resolver, no_tpu = tpu_resolver(tpu) if kind in (None, "tpu") else (None, "not looked for")
@@ -120,13 +163,29 @@ def strategy(kind=None, tpu=None):
 
 
 def is_tpu_strategy(strategy):
-    """Whether `strategy` is a `TPUStrategy` (or a subclass)."""
+    """Whether `strategy` is a `TPUStrategy` (or a subclass).
+
+    Example:
+    ```python
+    from kzoo.train.distribution import is_tpu_strategy
+
+    assert not is_tpu_strategy(tf.distribute.get_strategy())
+    ```
+    """
     return isinstance(strategy, (tf.distribute.TPUStrategy, tf.distribute.experimental.TPUStrategy))
 
 
 def public_name(strategy):
     """The name `tf.distribute` exports `strategy`'s class under (MultiWorkerMirroredStrategy's class is named
-    CollectiveAllReduceStrategy)."""
+    CollectiveAllReduceStrategy).
+
+    Example:
+    ```python
+    from kzoo.train.distribution import public_name
+
+    assert public_name(tf.distribute.MirroredStrategy(["/cpu:0"])) == "MirroredStrategy"
+    ```
+    """
     for public, name in ((tf.distribute.MultiWorkerMirroredStrategy, "MultiWorkerMirroredStrategy"),
                          (tf.distribute.TPUStrategy, "TPUStrategy"),
                          (tf.distribute.MirroredStrategy, "MirroredStrategy")):
@@ -148,6 +207,13 @@ def batches_for(strategy, dataset):
 
     Returns:
         The dataset, prefetching under a TPU strategy.
+
+    Example:
+    ```python
+    dataset = tf.data.Dataset.from_tensor_slices(np.zeros((10, 4), "int32")).batch(4)  # the last batch has 2
+    assert kzoo.train.batches_for(tf.distribute.get_strategy(), dataset) is dataset  # fine for one device
+    # A TPUStrategy refuses it, naming the unknown batch dimension: batch(4, drop_remainder=True) gives (4, 4).
+    ```
     """
     if not is_tpu_strategy(strategy):
         return dataset
@@ -183,6 +249,15 @@ def compile_options(strategy, jit_compile="auto", steps_per_execution=1):
 
     Returns:
         dict with keys "jit_compile" and "steps_per_execution", to pass to `compile` as keyword arguments.
+
+    Example:
+    ```python
+    strategy = tf.distribute.get_strategy()  # one device: both settings run as asked
+    options = kzoo.train.compile_options(strategy, jit_compile=True, steps_per_execution=8)
+    assert options == {"jit_compile": True, "steps_per_execution": 8}
+    model = keras.Sequential([keras.Input((4,)), keras.layers.Dense(2)])
+    model.compile(optimizer="adam", loss="mse", **options)
+    ```
     """
     if steps_per_execution < 1:
         raise ValueError(f"steps_per_execution={steps_per_execution} must be at least 1.")

@@ -19,8 +19,11 @@ class MaskedCrossEntropy(keras.losses.Loss):
 
     Example:
     ```python
-    loss = MaskedCrossEntropy(label_smoothing=0.1)
-    value = loss(np.array([[5, 2, 0]]), np.random.rand(1, 3, 10))  # averages the first two positions
+    loss = kzoo.train.MaskedCrossEntropy(label_smoothing=0.0)
+    probabilities = np.array([[[0.5, 0.25, 0.25], [0.2, 0.2, 0.6], [0.9, 0.05, 0.05]]], "float32")
+    value = float(loss(np.array([[1, 2, 0]]), np.log(probabilities)))  # logits (batch, seq, classes)
+    assert np.isclose(value, -(np.log(0.25) + np.log(0.6)) / 2, rtol=1e-5)  # label 0, padding, is left out
+    smoothed = kzoo.train.MaskedCrossEntropy(label_smoothing=0.1)  # the paper's 0.1
     ```
     """
 

@@ -44,7 +44,16 @@ _originals = {}
 
 
 def source_hash(function):
-    """sha256 of a function's source code, dedented: what `CHECKED_SOURCES` records."""
+    """sha256 of a function's source code, dedented: what `CHECKED_SOURCES` records.
+
+    Example:
+    ```python
+    from keras.src.backend.tensorflow import trainer
+    from kzoo.train.multi_worker import CHECKED_SOURCES, source_hash
+
+    assert source_hash(trainer.reduce_per_replica) == CHECKED_SOURCES["reduce_per_replica"]
+    ```
+    """
     return hashlib.sha256(textwrap.dedent(inspect.getsource(function)).encode()).hexdigest()
 
 
@@ -70,6 +79,17 @@ def check_keras_sources(functions=None):
     Args:
         functions: dict, optional. Name -> function, as `CHECKED_SOURCES` names them; defaults to the installed
             Keras's (a test passes its own).
+
+    Example:
+    ```python
+    from kzoo.train.multi_worker import check_keras_sources
+
+    check_keras_sources()  # the installed Keras is one the patch was checked on: no error
+    try:
+        check_keras_sources({"reduce_per_replica": lambda values, strategy, reduction: values})
+    except RuntimeError as error:
+        assert "changed or are gone: ['reduce_per_replica']" in str(error)
+    ```
     """
     functions = functions or _keras_functions()
     changed = [name for name, function in functions.items() if not _is_checked(name, function)]
@@ -86,7 +106,15 @@ def check_keras_sources(functions=None):
 
 def is_multi_worker(strategy):
     """True for a `MultiWorkerMirroredStrategy` whose cluster has more than one worker: the test Keras's
-    `_collective_all_reduce_multi_worker` makes, written out so that it holds whatever Keras does."""
+    `_collective_all_reduce_multi_worker` makes, written out so that it holds whatever Keras does.
+
+    Example:
+    ```python
+    from kzoo.train.multi_worker import is_multi_worker
+
+    assert not is_multi_worker(tf.distribute.get_strategy())
+    ```
+    """
     return (isinstance(strategy, tf.distribute.MultiWorkerMirroredStrategy)
             and strategy.extended._in_multi_worker_mode())
 
@@ -139,11 +167,10 @@ def patch_keras_for_multi_worker(strategy):
     Example:
 
     ```python
-    strategy = tf.distribute.MultiWorkerMirroredStrategy()  # TF_CONFIG names two workers
-    kzoo.train.multi_worker.patch_keras_for_multi_worker(strategy)
-    with strategy.scope():
-        model = build_and_compile()
-    model.fit(dataset, epochs=3)
+    # With TF_CONFIG naming two workers, `strategy` would be tf.distribute.MultiWorkerMirroredStrategy() and the
+    # call would patch Keras before any model is built under strategy.scope().
+    strategy = tf.distribute.get_strategy()
+    assert kzoo.train.multi_worker.patch_keras_for_multi_worker(strategy) is False  # one process: nothing to patch
     ```
 
     References:

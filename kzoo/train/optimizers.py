@@ -24,9 +24,11 @@ class LayerwiseAdamW(keras.optimizers.AdamW):
 
     Example:
     ```python
-    optimizer = LayerwiseAdamW(
-        learning_rate_multipliers=bert_layer_decay(num_layers=6, decay=0.8), learning_rate=1.5e-4, weight_decay=0.01
-    )
+    multipliers = kzoo.train.bert_layer_decay(num_layers=6, decay=0.8)
+    optimizer = kzoo.train.LayerwiseAdamW(learning_rate_multipliers=multipliers, learning_rate=1.5e-4,
+                                          weight_decay=0.01)
+    assert np.isclose(optimizer.multiplier("encoder_block_4/feed_forward/output_dense/kernel"), 0.8**2)
+    assert optimizer.multiplier("classifier/kernel") == 1.0  # the head learns at the full rate
     ```
     """
 
@@ -86,6 +88,13 @@ def bert_layer_decay(num_layers, decay):
 
     Returns:
         dict of str to float: patterns on variable paths and their factors, for `LayerwiseAdamW`.
+
+    Example:
+    ```python
+    multipliers = kzoo.train.bert_layer_decay(num_layers=2, decay=0.5)
+    assert multipliers[r"(^|/)encoder_block_1/"] == 0.5 and multipliers[r"(^|/)encoder_block_0/"] == 0.25
+    assert min(multipliers.values()) == 0.125  # the embeddings, one step below the lowest block
+    ```
     """
     if not 0 < decay <= 1:
         raise ValueError(f"decay={decay} must be in (0, 1]: the factor between one layer's learning rate and the "

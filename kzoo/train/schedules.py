@@ -13,6 +13,18 @@ class TransformerSchedule(keras.optimizers.schedules.LearningRateSchedule):
         hidden_dim: int. d_model.
         warmup_steps: int. Defaults to 4000.
         scale: float. A constant factor on the whole schedule. Defaults to 1.0.
+
+    Example:
+    ```python
+    schedule = kzoo.train.TransformerSchedule(hidden_dim=512, warmup_steps=4000)
+    rates = [float(schedule(step)) for step in (0, 3999, 15999)]  # optimizer.iterations 0 is the paper's step 1
+    np.testing.assert_allclose(rates, [512**-0.5 * 4000**-1.5, 512**-0.5 * 4000**-0.5, 512**-0.5 * 16000**-0.5],
+                               rtol=1e-5)
+    optimizer = keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9)  # the paper's Adam
+    ```
+
+    References:
+        - [Vaswani et al., 2017](https://arxiv.org/abs/1706.03762), section 5.3.
     """
 
     def __init__(self, hidden_dim, warmup_steps=4000, scale=1.0):
@@ -49,7 +61,8 @@ class WarmupLinearDecay(keras.optimizers.schedules.LearningRateSchedule):
 
     Example:
     ```python
-    schedule = WarmupLinearDecay(2e-5, total_steps=6315, warmup_steps=631)  # SST-2: 3 epochs of 32, 10% warm-up
+    schedule = kzoo.train.WarmupLinearDecay(2e-5, total_steps=6315, warmup_steps=631)  # SST-2: 3 epochs of 32
+    assert float(schedule(0)) == 0.0 and np.isclose(float(schedule(631)), 2e-5) and float(schedule(6315)) == 0.0
     optimizer = keras.optimizers.AdamW(schedule, weight_decay=0.01)
     ```
 

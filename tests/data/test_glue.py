@@ -4,7 +4,8 @@ import shutil
 import pytest
 
 from kzoo.data import glue
-from kzoo.data.glue import GLUE_DIR, GLUE_TASKS, GlueTask, glue_file, read_glue_tsv
+from kzoo.data.glue import GLUE_TASKS, GlueTask, glue_file, read_glue_tsv
+from kzoo.data.shipped import shipped_file
 
 
 @pytest.mark.parametrize(
@@ -55,7 +56,7 @@ def test_bad_names_missing_or_changed_files_are_clear_errors(tmp_path):
     with pytest.raises(FileNotFoundError, match="MRPC/dev.tsv.gz is missing"):
         glue_file("mrpc", "dev", data_dir=tmp_path)
     (tmp_path / "SST-2").mkdir()
-    shutil.copy(GLUE_DIR / "SST-2" / "dev.tsv.gz", tmp_path / "SST-2" / "dev.tsv.gz")
+    shutil.copy(shipped_file("glue/SST-2/dev.tsv.gz"), tmp_path / "SST-2" / "dev.tsv.gz")
     assert glue("sst2", "dev", data_dir=tmp_path) == glue("sst2", "dev")
     with gzip.open(tmp_path / "SST-2" / "dev.tsv.gz", "wt", encoding="utf-8") as handle:
         handle.write("sentence\tlabel\nfine .\t1\n")

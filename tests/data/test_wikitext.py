@@ -3,7 +3,8 @@ import shutil
 
 import pytest
 
-from kzoo.data.wikitext import WIKITEXT2_DIR, clean_wikitext, wikitext2_file, wikitext_documents
+from kzoo.data.shipped import shipped_file
+from kzoo.data.wikitext import clean_wikitext, wikitext2_file, wikitext_documents
 from kzoo.text.sentences import split_sentences
 
 
@@ -90,7 +91,7 @@ def test_sentences_of_ordinary_text():
 
 
 def test_checksum_missing_file_and_bad_split_are_clear_errors(tmp_path):
-    shutil.copy(WIKITEXT2_DIR / "wiki.valid.tokens.gz", tmp_path)
+    shutil.copy(shipped_file("wikitext2/wiki.valid.tokens.gz"), tmp_path)
     assert wikitext2_file("valid", data_dir=tmp_path) == tmp_path / "wiki.valid.tokens.gz"
     with open(tmp_path / "wiki.valid.tokens.gz", "ab") as out:
         out.write(b"\0")
