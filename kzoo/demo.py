@@ -16,7 +16,7 @@ EXAMPLES = [
     "People are sitting at tables outside a café.",
 ]
 
-SHIPPED = pathlib.Path(__file__).resolve().parents[1] / "saved_models" / "transformer_multi30k_en_de" / "2"
+SHIPPED_MODEL = "transformer_multi30k_en_de"
 SHIPPED_NOTE = "53 minutes of training, 38.15 test BLEU"
 
 RELOAD = """
@@ -34,9 +34,14 @@ def shipped_translations(texts):
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tf-text ops the graph uses)
 
-    if not SHIPPED.is_dir():
+    from kzoo.data import shipped_model
+
+    try:
+        model = shipped_model(SHIPPED_MODEL)
+    except FileNotFoundError:
         return [None] * len(texts)
-    serve = tf.saved_model.load(str(SHIPPED)).signatures["serving_default"]
+    newest = max((p for p in model.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    serve = tf.saved_model.load(str(newest)).signatures["serving_default"]
     return [t.decode() for t in serve(text=tf.constant(texts))["translation"].numpy()]
 
 
@@ -52,6 +57,9 @@ def main(argv=None):
     parser.add_argument("--train-pairs", type=int, default=0,
                         help="train on the first this many Multi30k pairs (0: all 29,000; a few hundred: a smoke run)")
     args = parser.parse_args(argv)
+    from kzoo.console import quiet_tensorflow
+
+    quiet_tensorflow()
     if args.minutes <= 0 or args.train_pairs < 0:
         parser.error(f"--minutes {args.minutes:g} must be positive and --train-pairs {args.train_pairs} at least 0.")
 
@@ -63,7 +71,7 @@ def main(argv=None):
     started = time.monotonic()
     output = pathlib.Path(args.output)
 
-    stage(1, "Reading Multi30k En-De from data/multi30k (shipped with the repo, see its SOURCE.md)")
+    stage(1, "Reading Multi30k En-De, shipped with kzoo (data/multi30k, see its SOURCE.md)")
     train_pairs, val_pairs = multi30k("train"), multi30k("val")
     if args.train_pairs:
         train_pairs = (train_pairs[0][: args.train_pairs], train_pairs[1][: args.train_pairs])

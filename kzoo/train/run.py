@@ -298,6 +298,9 @@ def run_recipe(module, config_class, train, description, argv=None, parser=None)
     """Parse a recipe's command line, check the configuration, and call `train(config, output, resume=, replace=,
     verbose=, args=)`; returns what `train` returns. A bad flag or value exits with the parser's error before any
     work (and before TensorFlow is imported)."""
+    from kzoo.console import quiet_tensorflow
+
+    quiet_tensorflow()  # before anything imports TensorFlow
     parser = parser or recipe_parser(module, config_class, description)
     args = parser.parse_args(argv)
     try:
