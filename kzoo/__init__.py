@@ -28,7 +28,15 @@ _SERIALIZABLE = ("kzoo.layers", "kzoo.metrics", "kzoo.models", "kzoo.train.losse
 
 
 def register_serializables():
-    """Import the modules whose classes kzoo's `.keras` files name, registering them with Keras."""
+    """Import the modules whose classes kzoo's `.keras` files name, registering them with Keras. `import kzoo` calls
+    it, except inside kzoo's own command-line tools, which call it once they have read their flags.
+
+    Example:
+    ```python
+    kzoo.register_serializables()
+    keras.saving.get_registered_object("kzoo>Transformer")  # kzoo.models.transformer.Transformer
+    ```
+    """
     import importlib
 
     for module in _SERIALIZABLE:

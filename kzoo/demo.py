@@ -29,7 +29,7 @@ print(json.dumps({"translations": [t.decode() for t in out.numpy()], "kzoo_impor
 """
 
 
-def shipped_translations(texts):
+def _shipped_translations(texts):
     """The shipped SavedModel's translations, for comparison with a few minutes of training (None if absent)."""
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the tf-text ops the graph uses)
@@ -45,11 +45,20 @@ def shipped_translations(texts):
     return [t.decode() for t in serve(text=tf.constant(texts))["translation"].numpy()]
 
 
-def stage(number, text):
+def _stage(number, text):
     print(f"\n[{number}/5] {text}", flush=True)
 
 
 def main(argv=None):
+    """`python -m kzoo.demo [--output RUN] [--minutes M] [--train-pairs N]`: the five stages above.
+
+    Example:
+    ```python
+    import subprocess, sys
+    usage = subprocess.run([sys.executable, "-m", "kzoo.demo", "--help"], capture_output=True, text=True).stdout
+    usage.splitlines()[0]  # "usage: python -m kzoo.demo [-h] [--output OUTPUT] [--minutes MINUTES]"
+    ```
+    """
     parser = argparse.ArgumentParser(prog="python -m kzoo.demo", description=__doc__,
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--output", default="runs/demo", help="the run folder; its SavedModel goes inside it")
@@ -71,13 +80,13 @@ def main(argv=None):
     started = time.monotonic()
     output = pathlib.Path(args.output)
 
-    stage(1, "Reading Multi30k En-De, shipped with kzoo (data/multi30k, see its SOURCE.md)")
+    _stage(1, "Reading Multi30k En-De, shipped with kzoo (data/multi30k, see its SOURCE.md)")
     train_pairs, val_pairs = multi30k("train"), multi30k("val")
     if args.train_pairs:
         train_pairs = (train_pairs[0][: args.train_pairs], train_pairs[1][: args.train_pairs])
     print(f"    {len(train_pairs[0])} training pairs, {len(val_pairs[0])} validation pairs")
 
-    stage(2, f"Training a small Transformer for about {args.minutes:g} minutes, then scoring validation BLEU")
+    _stage(2, f"Training a small Transformer for about {args.minutes:g} minutes, then scoring validation BLEU")
     # Short "epochs" of 100 steps, so the time budget stops training close to it. No checkpoint averaging: this
     # early in training each checkpoint is much better than the one before.
     config = TranslationConfig(warmup_steps=400, minutes=args.minutes, steps_per_epoch=100, epochs=1000,
@@ -88,19 +97,19 @@ def main(argv=None):
           f"validation BLEU {scores['val_greedy']['bleu']} "
           f"(greedy, sacrebleu {scores['val_greedy']['bleu_signature']})")
 
-    stage(3, "Translating a handful of sentences with beam search (beam 4)")
+    _stage(3, "Translating a handful of sentences with beam search (beam 4)")
     translator = Translator(model, tokenizer, method="beam", beam_size=4)
-    shipped = shipped_translations(EXAMPLES)
+    shipped = _shipped_translations(EXAMPLES)
     for source, translation, reference in zip(EXAMPLES, translator(EXAMPLES), shipped):
         print(f"    EN: {source}\n    DE: {translation}")
         if reference is not None:
             print(f"    DE, the shipped model ({SHIPPED_NOTE}): {reference}")
 
-    stage(4, "Exporting a SavedModel: text in, translation out, tokenizer and beam search inside the graph")
+    _stage(4, "Exporting a SavedModel: text in, translation out, tokenizer and beam search inside the graph")
     path = export_translator(translator, output / "saved_model")
     print(f"    wrote {path}")
 
-    stage(5, "Reloading it in a fresh Python process that imports only TensorFlow and tensorflow-text")
+    _stage(5, "Reloading it in a fresh Python process that imports only TensorFlow and tensorflow-text")
     result = subprocess.run([sys.executable, "-c", RELOAD, path, json.dumps(EXAMPLES)], capture_output=True,
                             text=True, check=True)
     served = json.loads(result.stdout.strip().splitlines()[-1])

@@ -32,6 +32,18 @@ def setting(default, help, *, choices=None, minimum=None, maximum=None, above=No
         choices: the only values allowed, or None.
         minimum, maximum: inclusive bounds, or None.
         above, below: exclusive bounds, or None.
+
+    Example:
+    ```python
+    import dataclasses
+    from kzoo.train.recipe_config import setting
+
+    @dataclasses.dataclass
+    class Config:
+        dropout: float = setting(0.1, "dropout rate", minimum=0.0, below=1.0)
+
+    dataclasses.fields(Config)[0].metadata["help"]  # "dropout rate"
+    ```
     """
     bounds = {"choices": choices, "minimum": minimum, "maximum": maximum, "above": above, "below": below}
     return dataclasses.field(default=default, metadata={"help": help, **bounds})
@@ -39,7 +51,18 @@ def setting(default, help, *, choices=None, minimum=None, maximum=None, above=No
 
 def check_settings(config):
     """Raise one `ValueError` naming every field of `config` whose value is of the wrong type or outside what its
-    `setting` accepts; called by each recipe configuration's `__post_init__`, so a bad value fails before any work."""
+    `setting` accepts; called by each recipe configuration's `__post_init__`, so a bad value fails before any work.
+
+    Example:
+    ```python
+    from kzoo.train.translation_recipe import TranslationConfig
+
+    try:
+        TranslationConfig(steps_per_epoch=-5, beam_size=0)
+    except ValueError as error:
+        print(error)  # TranslationConfig: steps_per_epoch=-5 is below its minimum 0 (...); beam_size=0 is below ...
+    ```
+    """
     hints = typing.get_type_hints(type(config))
     problems = []
     for field in dataclasses.fields(config):
@@ -65,7 +88,20 @@ def check_settings(config):
 
 def add_config_arguments(parser, config_class):
     """Add `--field-name` for every field of `config_class`, with its help, default and choices; booleans are
-    `--flag` / `--no-flag`."""
+    `--flag` / `--no-flag`.
+
+    Example:
+    ```python
+    import argparse
+    from kzoo.train.bert_finetuning_recipe import FinetuningConfig
+    from kzoo.train.recipe_config import add_config_arguments, config_from_arguments
+
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser, FinetuningConfig)
+    config = config_from_arguments(parser.parse_args(["--task", "mrpc", "--trim-padding"]), FinetuningConfig)
+    config.task, config.trim_padding  # ("mrpc", True)
+    ```
+    """
     hints = typing.get_type_hints(config_class)
     for field in dataclasses.fields(config_class):
         flag, meta, kind = f"--{field.name.replace('_', '-')}", field.metadata, hints[field.name]
@@ -82,5 +118,17 @@ def add_config_arguments(parser, config_class):
 
 
 def config_from_arguments(args, config_class):
-    """The `config_class` instance that parsed `args` describe (checked by its `__post_init__`)."""
+    """The `config_class` instance that parsed `args` describe (checked by its `__post_init__`).
+
+    Example:
+    ```python
+    import argparse
+    from kzoo.train.recipe_config import add_config_arguments, config_from_arguments
+    from kzoo.train.translation_recipe import TranslationConfig
+
+    parser = argparse.ArgumentParser()
+    add_config_arguments(parser, TranslationConfig)
+    config_from_arguments(parser.parse_args(["--dropout", "0.3"]), TranslationConfig).dropout  # 0.3
+    ```
+    """
     return config_class(**{field.name: getattr(args, field.name) for field in dataclasses.fields(config_class)})

@@ -33,7 +33,19 @@ STATUSES = ("running", "failed", "finished")
 
 
 def read_run(folder):
-    """The contents of `folder/run.json` as a dict, or None when the folder holds no kzoo run."""
+    """The contents of `folder/run.json` as a dict, or None when the folder holds no kzoo run.
+
+    Example:
+    ```python
+    import tempfile
+    from kzoo.train.run import Run, read_run
+
+    folder = tempfile.mkdtemp() + "/run"
+    with Run(folder, "my_recipe", {"steps": 3}):
+        pass
+    read_run(folder)["status"], read_run(folder)["config"]  # ("finished", {"steps": 3})
+    ```
+    """
     path = pathlib.Path(folder) / RUN_FILE
     if not path.is_file():
         return None
@@ -47,7 +59,25 @@ def read_run(folder):
 
 
 def finished_run(folder):
-    """`folder`'s run.json, after checking that the run finished; an error says what the folder holds otherwise."""
+    """`folder`'s run.json, after checking that the run finished; an error says what the folder holds otherwise.
+
+    Example:
+    ```python
+    import tempfile
+    from kzoo.train.run import Run, finished_run
+
+    folder = tempfile.mkdtemp() + "/run"
+    try:
+        with Run(folder, "my_recipe", {"steps": 3}):
+            raise RuntimeError("out of memory")
+    except RuntimeError:
+        pass
+    try:
+        finished_run(folder)
+    except ValueError as error:
+        print(error)  # ... holds a failed run of my_recipe (started ...: RuntimeError: out of memory): ...
+    ```
+    """
     folder = pathlib.Path(folder)
     state = read_run(folder)
     if state is None:
@@ -280,7 +310,17 @@ def _kzoo_version():
 
 def recipe_parser(module, config_class, description):
     """The argument parser of a recipe: `--output`, `--resume`, `--replace`, `--verbose`, and a flag for every
-    configuration field (help, default and choices from its `setting`). Its usage line shows `python -m module`."""
+    configuration field (help, default and choices from its `setting`). Its usage line shows `python -m module`.
+
+    Example:
+    ```python
+    from kzoo.train.run import recipe_parser
+    from kzoo.train.translation_recipe import TranslationConfig
+
+    parser = recipe_parser("kzoo.train.translation_recipe", TranslationConfig, "Train a translator.")
+    parser.format_usage()[:46]  # "usage: python -m kzoo.train.translation_recipe"
+    ```
+    """
     parser = argparse.ArgumentParser(prog=f"python -m {module}", description=description,
                                      formatter_class=argparse.ArgumentDefaultsHelpFormatter)
     parser.add_argument("--output", required=True, help="the run folder: model, tokenizer, logs, scores")
@@ -297,7 +337,29 @@ def recipe_parser(module, config_class, description):
 def run_recipe(module, config_class, train, description, argv=None, parser=None):
     """Parse a recipe's command line, check the configuration, and call `train(config, output, resume=, replace=,
     verbose=, args=)`; returns what `train` returns. A bad flag or value exits with the parser's error before any
-    work (and before TensorFlow is imported)."""
+    work (and before TensorFlow is imported).
+
+    Example:
+    ```python
+    import dataclasses, tempfile
+    from kzoo.train.recipe_config import check_settings, setting
+    from kzoo.train.run import Run, run_recipe
+
+    @dataclasses.dataclass
+    class Config:
+        steps: int = setting(3, "steps to take", minimum=1)
+
+        def __post_init__(self):
+            check_settings(self)
+
+    def train(config, output, resume, replace, verbose, args):
+        with Run(output, "my_recipe", config, resume=resume, replace=replace) as run:
+            run.write_json("scores.json", {"steps": config.steps})
+        return config.steps
+
+    run_recipe("my_recipe", Config, train, "A tiny recipe.", ["--output", tempfile.mkdtemp() + "/run", "--steps", "5"])
+    ```
+    """
     from kzoo.console import quiet_tensorflow
 
     quiet_tensorflow()  # before anything imports TensorFlow

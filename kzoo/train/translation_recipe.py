@@ -21,7 +21,18 @@ DTYPES = ("float32", "mixed_bfloat16", "mixed_float16")
 
 @dataclasses.dataclass
 class TranslationConfig:
-    """Everything a translation run depends on; printed at the start and saved in the run folder."""
+    """Everything a translation run depends on; printed at the start and saved in the run folder. Every field is a
+    `--flag` of the command line (`--help` lists them with their meanings, defaults and allowed values); a value
+    outside what a field accepts is refused when the configuration is made, before any work.
+
+    Example:
+    ```python
+    from kzoo.train.translation_recipe import TranslationConfig
+
+    config = TranslationConfig(dropout=0.3, epochs=40)
+    config.hidden_dim, config.dropout  # (256, 0.3)
+    ```
+    """
 
     vocabulary_size: int = setting(8000, "pieces of the joint SentencePiece vocabulary", minimum=300)
     encoder_layers: int = setting(3, "encoder blocks", minimum=1)
@@ -59,6 +70,15 @@ class TranslationConfig:
 
 
 def build_model(config, vocabulary_size):
+    """The untrained `Transformer` a configuration describes, for a vocabulary of `vocabulary_size` pieces.
+
+    Example:
+    ```python
+    from kzoo.train.translation_recipe import TranslationConfig, build_model
+
+    build_model(TranslationConfig(), vocabulary_size=8000).count_params()  # 7577600
+    ```
+    """
     from kzoo.models import transformer_small
 
     return transformer_small(
@@ -75,6 +95,19 @@ def build_model(config, vocabulary_size):
 
 
 def compile_model(model, config):
+    """Compile `model` as the recipe trains it: Adam(0.9, 0.98, 1e-9) on the paper's warm-up schedule, the
+    label-smoothed cross-entropy over real tokens, and token accuracy.
+
+    Example:
+    ```python
+    from kzoo.train.translation_recipe import TranslationConfig, build_model, compile_model
+
+    config = TranslationConfig(encoder_layers=1, decoder_layers=1, hidden_dim=32, num_heads=2, intermediate_dim=64)
+    model = build_model(config, vocabulary_size=300)
+    compile_model(model, config)
+    model.loss.label_smoothing  # 0.1
+    ```
+    """
     import keras
 
     from kzoo.metrics import MaskedAccuracy
@@ -90,7 +123,23 @@ def compile_model(model, config):
 
 
 def score(translator, sources, references, batch_size=64):
-    """BLEU and chrF of `translator` on aligned source and reference sentences, with the seconds it took."""
+    """BLEU and chrF of `translator` on aligned source and reference sentences, with the seconds it took, and the
+    translations.
+
+    Example:
+    ```python
+    from kzoo.text import SubwordTokenizer
+    from kzoo.train.translation_recipe import score
+    from kzoo.translator import Translator
+
+    english, german = kzoo.data.multi30k("val")
+    tokenizer = SubwordTokenizer.train(english[:300] + german[:300], vocabulary_size=400)
+    model = kzoo.models.Transformer(tokenizer.vocabulary_size, num_encoder_layers=1, num_decoder_layers=1,
+                                    hidden_dim=16, num_heads=2, intermediate_dim=32)
+    scores, translations = score(Translator(model, tokenizer, method="greedy"), english[:4], german[:4])
+    sorted(scores)  # ["bleu", "bleu_signature", "chrf", "seconds"]; an untrained model scores about 0
+    ```
+    """
     import time
 
     from kzoo.train.quality import translation_scores
@@ -117,6 +166,20 @@ def train(config, output, train_pairs=None, val_pairs=None, test_pairs=None, res
     `train_pairs`, `val_pairs`, `test_pairs` are (sources, targets) lists; they default to the shipped Multi30k
     train, val and test_2016_flickr splits (pass `test_pairs=()` to score no test split). See `kzoo.train.run.Run`
     for `resume` and `replace`.
+
+    Example:
+    ```python
+    import tempfile
+    from kzoo.train.translation_recipe import TranslationConfig, train
+
+    english, german = kzoo.data.multi30k("val")
+    config = TranslationConfig(vocabulary_size=400, encoder_layers=1, decoder_layers=1, hidden_dim=16, num_heads=2,
+                               intermediate_dim=32, max_tokens=256, max_length=24, epochs=1, steps_per_epoch=2)
+    model, tokenizer, scores = train(config, tempfile.mkdtemp() + "/run", (english[:200], german[:200]),
+                                     (english[200:216], german[200:216]), test_pairs=(), verbose=0,
+                                     methods=("greedy",))
+    scores["steps"], sorted(scores["val_greedy"])  # (2, ["bleu", "bleu_signature", "chrf", "seconds"])
+    ```
     """
     import csv
     import time
@@ -199,7 +262,16 @@ def train(config, output, train_pairs=None, val_pairs=None, test_pairs=None, res
 
 
 def main(argv=None):
-    """`python -m kzoo.train.translation_recipe --output RUN [flags]`."""
+    """`python -m kzoo.train.translation_recipe --output RUN [flags]`: `train` from the command line.
+
+    Example:
+    ```python
+    import subprocess, sys
+    help_text = subprocess.run([sys.executable, "-m", "kzoo.train.translation_recipe", "--help"],
+                               capture_output=True, text=True).stdout
+    "--dropout DROPOUT" in help_text and "(default: 0.1)" in help_text  # True
+    ```
+    """
     parser = recipe_parser(MODULE, TranslationConfig, __doc__.split("\n\n")[0])
     parser.add_argument("--train", nargs=2, metavar=("SOURCE", "TARGET"),
                         help="parallel training files (default: the shipped Multi30k train split)")
