@@ -7,7 +7,7 @@ from kzoo.layers.masks import MASKED_LOGIT
 from kzoo.text import END, START
 
 
-def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalty=0.6):
+def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalty=0.6, return_steps=False):
     """The `beam_size` most likely translations of each sentence, kept apart as alive and finished hypotheses.
 
     Each step extends every alive hypothesis by every token and keeps the 2·beam_size best extensions. Those that end
@@ -77,7 +77,7 @@ def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalt
 
     empty = tf.zeros([batch, beam_size, max_length], tf.int32)
     first_beam_only = tf.concat([tf.zeros([batch, 1]), tf.fill([batch, beam_size - 1], MASKED_LOGIT)], axis=1)
-    _, _, _, _, finished_seq, _, _ = tf.while_loop(
+    steps, _, _, _, finished_seq, _, _ = tf.while_loop(
         searching,
         step,
         (
@@ -90,4 +90,5 @@ def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalt
             cache,
         ),
     )
-    return finished_seq[:, 0]  # every sentence has finished hypotheses: they must end at their limit
+    best = finished_seq[:, 0]  # every sentence has finished hypotheses: they must end at their limit
+    return (best, steps) if return_steps else best
