@@ -63,7 +63,6 @@ BROKEN_ELSEWHERE = {
     "kzoo.models.bert_classifier.BertClassifier": "uses undefined texts, labels and tokenizer",
     "kzoo.models.bert_pretrainer.BertPretrainer": "calls pretraining_dataset(...) without its tokenizer argument",
     "kzoo.models.bert_question_answerer.BertQuestionAnswerer": "uses undefined features",
-    "kzoo.serving.contract_loader.ContractLoader": UNDEFINED.format("ContractLoader"),
     "kzoo.text.bert_basic_tokenizer.BertBasicTokenizer": UNDEFINED.format("BertBasicTokenizer"),
     "kzoo.text.bert_preprocessor.BertPreprocessor": UNDEFINED.format("BertPreprocessor"),
     "kzoo.text.classification_batches.classification_dataset": UNDEFINED.format("classification_dataset"),

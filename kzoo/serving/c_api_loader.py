@@ -15,7 +15,8 @@ It reads one JSON request per line on stdin and writes one JSON answer per line 
 - `{"grpc": BASE64}` (a serialized tensorflow.serving.PredictRequest) → `{"grpc": BASE64}` (a PredictResponse)
 - `{"ops": true}` → `{"graph_ops": {op: [where]}, "core_ops": [...], "text_ops": [...]}`: the model's op types
   (graph and function library) and the ops registered before and after the tensorflow-text libraries.
-A failed request gives `{"error": "..."}`, as TF Serving's error status would; the process goes on.
+A failed request gives `{"error": "..."}`, as TF Serving's error status would; the process goes on. A model that
+does not load gives one `{"error": "..."}` line (TensorFlow's message, as TF Serving would log it) and exit status 1.
 
 kzoo.serving.ContractLoader runs this script and speaks the protocol for Python callers.
 """
@@ -220,13 +221,19 @@ class CApiModel:
             return {"error": f"unknown request {sorted(request)}; send signatures, ops, rest or grpc."}
         except (RuntimeError, ValueError) as error:
             return {"error": str(error)}
+        except Exception as error:  # a server answers every request; it never dies on one
+            return {"error": f"{type(error).__name__}: {error}"}
 
 
 def main(argv):
     if len(argv) != 1:
         print(__doc__, file=sys.stderr)
         return 2
-    model = CApiModel(argv[0])
+    try:
+        model = CApiModel(argv[0])
+    except RuntimeError as error:  # a model that does not load: say why, as TF Serving's log would
+        print(json.dumps({"error": str(error)}), flush=True)
+        return 1
     python_frameworks = sorted(name for name in ("tensorflow", "keras", "tf_keras") if name in sys.modules)
     if python_frameworks:
         raise RuntimeError(f"{python_frameworks} were imported: the contract process must run no framework Python.")

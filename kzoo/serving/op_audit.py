@@ -2,10 +2,11 @@
 release links in; ops with Python kernels are refused.
 
 TF Serving links TensorFlow's core ops and a fixed tensorflow-text release: TF Serving 2.19.1 and older embed
-tf-text 2.12.1 (tensorflow/serving#4057), 2.20.0 embeds tf-text 2.20.0. `TEXT_OPS_MISSING` lists, for each, the ops
-of the tensorflow-text installed here (2.21.1: 37 ops) that its tf-text lacks. It was made by reading each release's
-wheel from PyPI (`pip download tensorflow-text==2.12.1 --no-deps`) and looking for every installed op's registered
-name in its op libraries (`tensorflow_text/python/ops/*.so`): 34 of the 37 are there in 2.12.1, all 37 in 2.20.0.
+tf-text 2.12.1 (tensorflow/serving#4057), 2.20.0 embeds tf-text 2.20.0. `TF_SERVING_RELEASES` gives, for each, that
+tf-text release and the ops of the tensorflow-text installed here (2.21.1: 37 ops) that it lacks. It was made by
+reading each release's wheel from PyPI (`pip download tensorflow-text==2.12.1 --no-deps`) and looking for every
+installed op's registered name in its op libraries (`tensorflow_text/python/ops/*.so`): 34 of the 37 are there in
+2.12.1, all 37 in 2.20.0.
 """
 
 import dataclasses

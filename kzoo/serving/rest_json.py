@@ -14,6 +14,8 @@ Tensors here are (dtype name, shape, flat row-major values). Standard library on
 """
 
 import base64
+import binascii
+import json
 
 DEFAULT_SIGNATURE = "serving_default"
 
@@ -35,10 +37,26 @@ def _flatten(value, dtype, where):
     return [], [_scalar(value, dtype, where)]
 
 
+def _json_text(value):
+    """A JSON value as TF Serving's messages quote it (compact)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _base64(value, where):
+    """`{"b64": "..."}` to its bytes, refused as TF Serving refuses it (json_tensor.cc) when it is not one."""
+    if not (isinstance(value, dict) and set(value) == {"b64"} and isinstance(value["b64"], str)):
+        raise RequestError(f"{where}: JSON Value: {_json_text(value)} not formatted correctly for base64 data")
+    text = value["b64"]
+    try:  # absl::Base64Unescape, as TF Serving: padding optional
+        return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        raise RequestError(f"{where}: Unable to base64 decode") from None
+
+
 def _scalar(value, dtype, where):
     if dtype == "string":
-        if isinstance(value, dict) and set(value) == {"b64"}:
-            return base64.b64decode(value["b64"])
+        if isinstance(value, dict):
+            return _base64(value, where)
         if not isinstance(value, str):
             raise RequestError(f"{where}: {value!r} is not a string; the signature input is a string tensor.")
         return value.encode("utf-8")

@@ -16,17 +16,36 @@ import struct
 DT_FLOAT, DT_INT32, DT_STRING, DT_INT64, DT_BOOL = 1, 3, 7, 9, 10
 DTYPE_NAMES = {DT_FLOAT: "float32", DT_INT32: "int32", DT_STRING: "string", DT_INT64: "int64", DT_BOOL: "bool"}
 DTYPE_NUMBERS = {name: number for number, name in DTYPE_NAMES.items()}
+MAX_FILLED_VALUES = 1 << 24  # a one-value TensorProto may stand for a whole tensor: bound what it expands to
+
+
+class WireFormatError(ValueError):
+    """Bytes that are not a well-formed protocol-buffer message (truncated, or not the message they were read as);
+    TF Serving refuses such a request before running anything."""
 
 
 def _varint(data, position):
     result = shift = 0
+    start = position
     while True:
+        if position >= len(data):
+            raise WireFormatError(f"truncated varint at byte {start} of {len(data)}: the message is cut short.")
+        if shift >= 64:
+            raise WireFormatError(f"varint at byte {start} is longer than 10 bytes: the data is not a message.")
         byte = data[position]
         position += 1
         result |= (byte & 0x7F) << shift
         if byte < 0x80:
             return result, position
         shift += 7
+
+
+def _take(data, position, length, number):
+    """`length` bytes of field `number` from `position`, refusing to read past the end of the message."""
+    if position + length > len(data):
+        raise WireFormatError(f"field {number} needs {length} bytes at byte {position}, but the message ends at byte "
+                              f"{len(data)}: it is cut short.")
+    return bytes(data[position : position + length]), position + length
 
 
 def fields(data):
@@ -40,14 +59,14 @@ def fields(data):
         if wire_type == 0:
             value, position = _varint(data, position)
         elif wire_type == 1:
-            value, position = bytes(data[position : position + 8]), position + 8
+            value, position = _take(data, position, 8, number)
         elif wire_type == 2:
             length, position = _varint(data, position)
-            value, position = bytes(data[position : position + length]), position + length
+            value, position = _take(data, position, length, number)
         elif wire_type == 5:
-            value, position = bytes(data[position : position + 4]), position + 4
+            value, position = _take(data, position, 4, number)
         else:
-            raise ValueError(f"wire type {wire_type} of field {number} is not a protocol-buffer wire type this "
+            raise WireFormatError(f"wire type {wire_type} of field {number} is not a protocol-buffer wire type this "
                              "reader knows (groups are not used by TensorFlow's messages); the data is not the "
                              "message it was read as.")
         yield number, value
@@ -185,6 +204,8 @@ def decode_tensor(data):
         raise ValueError(f"TensorProto dtype {field_value(data, 1, 0)} is not one kzoo's signatures use "
                          f"({sorted(DTYPE_NAMES.values())}).")
     shape = tensor_shape(field_value(data, 2, b""))
+    if shape is None or any(dim < 0 for dim in shape):
+        raise ValueError(f"TensorProto shape {shape} is not a known shape: a request tensor needs every size.")
     size = 1
     for dim in shape:
         size *= dim
@@ -193,10 +214,15 @@ def decode_tensor(data):
         values = field_list(data, 8)
     elif content is not None:
         code = {"float32": "f", "int32": "i", "int64": "q", "bool": "?"}[dtype]
+        if len(content) != size * struct.calcsize(code):
+            raise ValueError(f"TensorProto of shape {shape} has {len(content)} bytes of tensor_content; a {dtype} "
+                             f"tensor of that shape needs {size * struct.calcsize(code)}.")
         values = list(struct.unpack(f"<{size}{code}", content))
     elif dtype == "float32":
         values = []
         for chunk in field_list(data, 5):
+            if isinstance(chunk, bytes) and len(chunk) % 4:
+                raise WireFormatError(f"float_val holds {len(chunk)} bytes, not a whole number of floats.")
             values += (list(struct.unpack(f"<{len(chunk) // 4}f", chunk)) if isinstance(chunk, bytes)
                        else [chunk])
     else:
@@ -211,6 +237,9 @@ def decode_tensor(data):
                     values.append(value)
         values = [_signed64(v) if dtype != "bool" else bool(v) for v in values]  # negative ints are 64-bit varints
     if len(values) == 1 and size != 1:  # protocol buffers' shorthand: one value fills the tensor
+        if size > MAX_FILLED_VALUES:
+            raise ValueError(f"TensorProto of shape {shape} asks for {size} copies of one value; kzoo's contract "
+                             f"check fills at most {MAX_FILLED_VALUES}.")
         values = values * size
     if len(values) != size:
         raise ValueError(f"TensorProto of shape {shape} holds {len(values)} values; it needs {size}.")
