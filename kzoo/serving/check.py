@@ -87,7 +87,7 @@ def check_contract(export_dir, tf_serving=DEFAULT_TF_SERVING, texts=SAMPLE_TEXTS
 
     @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
     def serve(text):
-        return {"length": tf.strings.length(text)}
+        return {"length": tf.strings.length(tf.ensure_shape(text, [None]))}  # refuses a rank-2 batch
     tf.saved_model.save(tf.Module(), "m/1", signatures={"serving_default": serve})
     assert check_contract("m/1") == []
     ```

@@ -52,7 +52,7 @@ def rest_request(inputs, form=ROW, signature_name=None):
     ```python
     from kzoo.serving import rest_request
 
-    assert rest_request({"text": ["A great film.", b"\xff"]}) == {
+    assert rest_request({"text": ["A great film.", b"\\xff"]}) == {
         "instances": [{"text": "A great film."}, {"text": {"b64": "/w=="}}]}
     assert rest_request({"text": ["a", "b"]}, form="inputs") == {"inputs": {"text": ["a", "b"]}}
     ```
