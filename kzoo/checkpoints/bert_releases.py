@@ -47,6 +47,8 @@ import keras
 BASE_URL = "https://storage.googleapis.com/bert_models"
 _SIZES = re.compile(r"_L-(\d+)_H-(\d+)_A-(\d+)$")
 _REQUIRED = ("bert_config.json", "vocab.txt", "bert_model.ckpt.index")
+# Files that make a folder a checkpoint (its configuration, or weights without which config.json is named missing).
+_CHECKPOINT_FILES = ("bert_config.json", "config.json", "model.safetensors", "pytorch_model.bin")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -138,8 +140,8 @@ def checkpoint_folder(weights):
     if not path.is_dir():
         raise FileNotFoundError(f"{path} is not a folder; pass the folder that holds the checkpoint's files.")
 
-    def is_checkpoint(folder):
-        return (folder / "bert_config.json").is_file() or (folder / "config.json").is_file()
+    def is_checkpoint(folder):  # a configuration or weights: a folder with weights but no config.json is refused
+        return any((folder / name).is_file() for name in _CHECKPOINT_FILES) or any(folder.glob("*.ckpt*.index"))
 
     if is_checkpoint(path):
         return path
