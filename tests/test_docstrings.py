@@ -71,8 +71,6 @@ BROKEN_ELSEWHERE = {
     "kzoo.text.sentences.split_sentences": UNDEFINED.format("split_sentences"),
     "kzoo.text.subword_tokenizer.SubwordTokenizer": UNDEFINED.format("SubwordTokenizer"),
     "kzoo.text.wordpiece.wordpiece_tokenizer": UNDEFINED.format("wordpiece_tokenizer"),
-    "kzoo.train.fault_tolerance.StopOnNaN": "uses an undefined model",
-    "kzoo.train.fault_tolerance.WorkerBackupAndRestore": "uses an undefined model",
     "kzoo.translator.Translator": UNDEFINED.format("Translator"),
 }
 

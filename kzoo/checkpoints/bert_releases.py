@@ -327,7 +327,8 @@ def _unzip(release, archive, folder):
     try:
         try:
             with zipfile.ZipFile(archive) as zip_file:
-                verified = zip_file.read(next(m for m in zip_file.namelist() if pathlib.PurePosixPath(m).name == _CONFIG))
+                config = next(m for m in zip_file.namelist() if pathlib.PurePosixPath(m).name == _CONFIG)
+                verified = zip_file.read(config)
                 zip_file.extractall(temporary)
         except (zipfile.BadZipFile, EOFError, zlib.error) as error:
             raise ValueError(f"{release.url} did not unzip ({type(error).__name__}: {error}). Nothing was cached; "
