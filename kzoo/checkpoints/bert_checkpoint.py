@@ -96,6 +96,19 @@ class BertCheckpoint:
         config: dict. The `Bert` arguments the checkpoint's configuration gives.
         tensors: dict of str to numpy array. Every tensor of the file, under its name in the file.
         vocabulary_file: pathlib.Path or None. The WordPiece vocabulary (vocab.txt) beside the weights.
+
+    Example:
+    ```python
+    import pathlib
+    tiny = pathlib.Path(kzoo.__file__).parents[1] / "tests/data/bert_checkpoint_reference/tiny_bert_for_pretraining"
+    from kzoo.checkpoints import read_checkpoint
+
+    checkpoint = read_checkpoint(tiny)  # a Hugging Face BertForPreTraining folder of 2 layers, width 32
+    assert (checkpoint.format, checkpoint.config["hidden_dim"]) == ("huggingface", 32)
+    vocabulary_size = checkpoint.config["vocabulary_size"]
+    assert checkpoint.tensors["bert.embeddings.word_embeddings.weight"].shape == (vocabulary_size, 32)
+    assert checkpoint.bert_arguments(dropout=0.0)["dropout"] == 0.0
+    ```
     """
 
     path: pathlib.Path
@@ -132,6 +145,16 @@ def read_checkpoint(path):
 
     Returns:
         A `BertCheckpoint`.
+
+    Example:
+    ```python
+    import pathlib
+    tiny = pathlib.Path(kzoo.__file__).parents[1] / "tests/data/bert_checkpoint_reference/tiny_bert_for_pretraining"
+    from kzoo.checkpoints import read_checkpoint
+
+    checkpoint = read_checkpoint(tiny)
+    assert checkpoint.config["num_layers"] == 2 and checkpoint.config["activation"] is kzoo.layers.gelu_approximate
+    ```
     """
     folder = checkpoint_folder(path)
     google = (folder / "bert_config.json").is_file() or any(folder.glob("*.index"))
@@ -191,7 +214,22 @@ def read_config_file(config_file):
 
 def bert_config(config, source="the configuration"):
     """`Bert` arguments from a BERT configuration (config.json or bert_config.json, as a dict); `source` names the
-    file in errors."""
+    file in errors.
+
+    Example:
+    ```python
+    from kzoo.checkpoints import bert_config
+
+    arguments = bert_config({"vocab_size": 100, "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2,
+                             "hidden_act": "gelu"})
+    assert arguments == {"vocabulary_size": 100, "num_layers": 2, "hidden_dim": 64, "num_heads": 2,
+                         "activation": "gelu"}
+    try:
+        bert_config({"vocab_size": 100, "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 0})
+    except ValueError as error:
+        assert "num_attention_heads=0: expected a positive integer" in str(error)
+    ```
+    """
     model_type = config.get("model_type", "bert")
     if model_type != "bert":
         raise ValueError(f"{source} describes model_type={model_type!r}; kzoo's Bert reads only 'bert' checkpoints.")
@@ -248,6 +286,19 @@ def load_checkpoint_weights(model, checkpoint):
     Returns:
         A dict: `loaded` (names in the file), `unused` (tensors of heads the model lacks), `ignored` (optimizer
         slots, buffers, tied copies).
+
+    Example:
+    ```python
+    import pathlib
+    tiny = pathlib.Path(kzoo.__file__).parents[1] / "tests/data/bert_checkpoint_reference/tiny_bert_for_pretraining"
+    from kzoo.checkpoints import load_checkpoint_weights, read_checkpoint
+
+    checkpoint = read_checkpoint(tiny)
+    backbone = kzoo.models.Bert(**checkpoint.bert_arguments())
+    report = load_checkpoint_weights(backbone, checkpoint)
+    assert len(report["unused"]) == 7  # the pretraining heads, which a Bert has no place for
+    np.testing.assert_array_equal(backbone.pooler.bias.numpy(), checkpoint.tensors["bert.pooler.dense.bias"])
+    ```
     """
     backbone = getattr(model, "backbone", model)
     targets = _backbone_targets(backbone)

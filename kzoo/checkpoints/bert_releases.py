@@ -69,6 +69,15 @@ class Release:
         date: str. The folder of the release on Google's bucket, e.g. "2020_02_20".
         name: str. The archive's name without ".zip", e.g. "uncased_L-4_H-512_A-8".
         sha256: str, optional. The archive's SHA-256, checked after download when given.
+
+    Example:
+    ```python
+    from kzoo.checkpoints import find_release
+
+    release = find_release("uncased_L-4_H-512_A-8")
+    assert release.url == "https://storage.googleapis.com/bert_models/2020_02_20/uncased_L-4_H-512_A-8.zip"
+    assert release.sizes == {"num_layers": 4, "hidden_dim": 512, "num_heads": 8}
+    ```
     """
 
     date: str
@@ -119,17 +128,53 @@ RELEASES = _releases()
 
 
 def cache_dir():
-    """`$KZOO_CACHE_DIR`, or `~/.cache/kzoo` when it is not set."""
+    """`$KZOO_CACHE_DIR`, or `~/.cache/kzoo` when it is not set.
+
+    Example:
+    ```python
+    import os, pathlib
+    from kzoo.checkpoints import cache_dir
+
+    os.environ["KZOO_CACHE_DIR"] = "/data/kzoo"
+    assert cache_dir() == pathlib.Path("/data/kzoo")
+    del os.environ["KZOO_CACHE_DIR"]
+    assert cache_dir() == pathlib.Path.home() / ".cache" / "kzoo"
+    ```
+    """
     return pathlib.Path(os.environ.get("KZOO_CACHE_DIR") or pathlib.Path.home() / ".cache" / "kzoo")
 
 
 def find_release(name):
-    """The `Release` called `name` ("uncased_L-4_H-512_A-8" or "2020_02_20/uncased_L-4_H-512_A-8"), or None."""
+    """The `Release` called `name` ("uncased_L-4_H-512_A-8" or "2020_02_20/uncased_L-4_H-512_A-8"), or None.
+
+    Example:
+    ```python
+    from kzoo.checkpoints import find_release
+
+    assert find_release("uncased_L-12_H-768_A-12").date == "2018_10_18"  # the original BERT-Base
+    assert find_release("2020_02_20/uncased_L-12_H-768_A-12").date == "2020_02_20"  # its re-trained namesake
+    assert find_release("uncased_L-3_H-100_A-1") is None
+    ```
+    """
     return RELEASES.get(str(name))
 
 
 def resolve(weights):
-    """A local checkpoint folder for `weights`: an existing path as it is, a release name fetched into the cache."""
+    """A local checkpoint folder for `weights`: an existing path as it is, a release name fetched into the cache.
+
+    Example:
+    ```python
+    import pathlib
+    from kzoo.checkpoints.bert_releases import resolve
+
+    pathlib.Path("my_checkpoint").mkdir()
+    assert resolve("my_checkpoint") == pathlib.Path("my_checkpoint")  # a folder is used as it is
+    try:
+        resolve("uncased_L-3_H-100_A-1")
+    except FileNotFoundError as error:
+        assert "neither an existing checkpoint folder nor a published BERT release" in str(error)
+    ```
+    """
     path = pathlib.Path(weights).expanduser()
     if path.exists():
         return path
@@ -145,7 +190,18 @@ def resolve(weights):
 
 def checkpoint_folder(weights):
     """The folder holding a checkpoint's files (config.json or bert_config.json) for `weights`: a folder, the
-    folder's one subfolder (as some zips unpack), or a release name fetched into the cache."""
+    folder's one subfolder (as some zips unpack), or a release name fetched into the cache.
+
+    Example:
+    ```python
+    import pathlib
+    from kzoo.checkpoints import checkpoint_folder
+
+    pathlib.Path("download/uncased_L-2_H-128_A-2").mkdir(parents=True)  # as a 2018 zip unpacks: one subfolder
+    pathlib.Path("download/uncased_L-2_H-128_A-2/bert_config.json").write_text("{}")
+    assert checkpoint_folder("download") == pathlib.Path("download/uncased_L-2_H-128_A-2")
+    ```
+    """
     path = resolve(weights)
     if not path.is_dir():
         raise FileNotFoundError(f"{path} is not a folder; pass the folder that holds the checkpoint's files.")

@@ -11,8 +11,7 @@ def read_vocabulary(path):
 
     Example:
     ```python
-    import io
-import pathlib
+    import pathlib
     from kzoo.checkpoints.vocabulary_file import read_vocabulary
 
     pathlib.Path("vocab.txt").write_text("[PAD]\\n[UNK]\\nthe\\n##s\\n")

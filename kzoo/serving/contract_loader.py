@@ -37,8 +37,8 @@ def tensorflow_cause(message):
     ```python
     from kzoo.serving.contract_loader import tensorflow_cause
 
-    message = ("TF_LoadSessionFromSavedModel(m/1) failed: Read less bytes than requested\n"
-               "\t [[{{function_node __inference__traced_restore_179}}{{node RestoreV2}}]]")
+    message = ("TF_LoadSessionFromSavedModel(m/1) failed: Read less bytes than requested\\n"
+               "\\t [[{{function_node __inference__traced_restore_179}}{{node RestoreV2}}]]")
     assert tensorflow_cause(message) == "Read less bytes than requested"
     ```
     """

@@ -28,7 +28,16 @@ def _version_key(version):
 
 @dataclasses.dataclass
 class OpAudit:
-    """The outcome of `audit_ops`: `problems` is empty when `tf_serving` can serve the model."""
+    """The outcome of `audit_ops`: `problems` is empty when `tf_serving` can serve the model.
+
+    Example:
+    ```python
+    from kzoo.serving import audit_ops
+
+    audit = audit_ops({"MatMul": ["graph"]}, core_ops={"MatMul"}, text_ops=set())
+    assert audit.ok and audit.minimum_tf_serving == "2.19.1" and audit.text_ops == []
+    ```
+    """
 
     tf_serving: str
     minimum_tf_serving: str | None  # the oldest release in TF_SERVING_RELEASES that has every op; None if none has
@@ -49,6 +58,16 @@ def audit_ops(graph_ops, core_ops, text_ops, tf_serving=DEFAULT_TF_SERVING):
         core_ops: the op names TensorFlow registers by itself (a C API process before any library is loaded).
         text_ops: the op names the installed tensorflow-text adds.
         tf_serving: the TF Serving release to check for, a key of `TF_SERVING_RELEASES`.
+
+    Example:
+    ```python
+    from kzoo.serving import audit_ops
+
+    graph_ops = {"TFText>RoundRobinTrim": ["function serve"], "PyFunc": ["graph"], "MatMul": ["graph"]}
+    audit = audit_ops(graph_ops, {"MatMul", "PyFunc"}, {"TFText>RoundRobinTrim"}, tf_serving="2.19.1")
+    assert audit.minimum_tf_serving == "2.20.0" and len(audit.problems) == 2
+    assert "PyFunc (in graph) runs Python" in audit.problems[0]
+    ```
     """
     if tf_serving not in TF_SERVING_RELEASES:
         raise ValueError(f"tf_serving={tf_serving!r} is not a release kzoo knows the ops of; use one of "

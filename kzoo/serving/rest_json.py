@@ -21,7 +21,19 @@ DEFAULT_SIGNATURE = "serving_default"
 
 
 class RequestError(ValueError):
-    """A request TF Serving would answer with HTTP 400: the message is the `error` of its response body."""
+    """A request TF Serving would answer with HTTP 400: the message is the `error` of its response body.
+
+    Example:
+    ```python
+    from kzoo.serving.rest_json import RequestError, request_tensors
+
+    signatures = {"serving_default": {"inputs": {"text": {"dtype": "string"}}}}
+    try:
+        request_tensors({"instances": [{"b64": 5}]}, signatures)
+    except RequestError as error:
+        assert str(error) == 'instances.text: JSON Value: {"b64":5} not formatted correctly for base64 data'
+    ```
+    """
 
 
 def _flatten(value, dtype, where):
@@ -81,7 +93,18 @@ def _named(value, inputs):
 
 
 def request_tensors(body, signatures):
-    """A decoded JSON request body to (signature name, {input name: tensor}, row form?)."""
+    """A decoded JSON request body to (signature name, {input name: tensor}, row form?).
+
+    Example:
+    ```python
+    from kzoo.serving.rest_json import request_tensors
+
+    signatures = {"serving_default": {"inputs": {"text": {"dtype": "string"}}}}
+    name, tensors, row_form = request_tensors({"instances": ["a dog", {"b64": "/w=="}]}, signatures)
+    assert (name, row_form) == ("serving_default", True)
+    assert tensors == {"text": ("string", [2], [b"a dog", b"\\xff"])}
+    ```
+    """
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object with \"instances\" or \"inputs\".")
     name = body.get("signature_name", DEFAULT_SIGNATURE)
@@ -132,7 +155,17 @@ def _nest(shape, flat):
 
 
 def response_body(outputs, row_form):
-    """{output name: tensor} to the JSON response body TF Serving would send for that request form."""
+    """{output name: tensor} to the JSON response body TF Serving would send for that request form.
+
+    Example:
+    ```python
+    from kzoo.serving.rest_json import response_body
+
+    outputs = {"label": ("string", [2], [b"positive", b"negative"])}
+    assert response_body(outputs, row_form=True) == {"predictions": ["positive", "negative"]}
+    assert response_body(outputs, row_form=False) == {"outputs": ["positive", "negative"]}
+    ```
+    """
     if not row_form:
         nested = {key: _nest(shape, flat) for key, (_, shape, flat) in outputs.items()}
         return {"outputs": next(iter(nested.values())) if len(nested) == 1 else nested}
