@@ -210,3 +210,11 @@ def test_a_killed_downloads_part_file_is_taken_over_and_removed(mirror):
     folder = bert_releases.fetch(NAME)
     assert (folder / "bert_config.json").is_file()
     assert sorted(p.name for p in models.iterdir()) == [".uncased_L-4_H-512_A-8.zip.part", NAME]
+
+
+def test_an_archive_member_that_would_unzip_outside_its_folder_is_refused(mirror):
+    with zipfile.ZipFile(bucket_archive(mirror), "a") as zip_file:
+        zip_file.writestr("../../outside.txt", "escaped")
+    with pytest.raises(ValueError, match=r"members that would unzip outside their folder: \['../../outside.txt'\]"):
+        bert_releases.fetch(NAME)
+    assert cached_files(mirror) == [] and not (mirror / "outside.txt").exists()
