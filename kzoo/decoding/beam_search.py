@@ -28,6 +28,17 @@ def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalt
 
     Returns:
         int32 tensor (batch, the largest limit): the best hypothesis of each sentence, end token included, 0-padded.
+
+    Example:
+    ```python
+    from kzoo.decoding import beam_search
+    from kzoo.text import END
+
+    model = kzoo.models.Transformer(40, num_encoder_layers=1, num_decoder_layers=1, hidden_dim=16, num_heads=2,
+                                    intermediate_dim=32)
+    ids = beam_search(model, tf.constant([[5, 6, 7, 2], [8, 2, 0, 0]]), tf.constant([6, 4]), beam_size=3)
+    assert ids.shape == (2, 6) and END in ids.numpy()[1, :4].tolist()  # each sentence ends by its own limit
+    ```
     """
     if beam_size < 1:
         raise ValueError(f"beam_size={beam_size} must be at least 1.")

@@ -25,6 +25,16 @@ def generate(model, encoder_token_ids, max_length, pick=None, return_steps=False
 
     Returns:
         int32 tensor (batch, the largest limit): generated ids, without the start token, padded with 0.
+
+    Example:
+    ```python
+    from kzoo.decoding import generate
+
+    model = kzoo.models.Transformer(40, num_encoder_layers=1, num_decoder_layers=1, hidden_dim=16, num_heads=2,
+                                    intermediate_dim=32)
+    ids, steps = generate(model, tf.constant([[5, 6, 7, 2]]), max_length=6, return_steps=True)
+    assert ids.shape == (1, 6) and 1 <= int(steps) <= 6  # an untrained model's ids; it ends at the limit at latest
+    ```
     """
     pick = pick or greedy()
     encoder_token_ids = tf.convert_to_tensor(encoder_token_ids, tf.int32)
@@ -58,6 +68,16 @@ def greedy_reference(model, encoder_token_ids, max_length):
     """Greedy decoding the slow, obvious way: rerun the whole decoder on the whole prefix for every token.
 
     No cache; used to check that `generate` is exact. Like `generate`, a sentence ends at `max_length` at the latest.
+
+    Example:
+    ```python
+    from kzoo.decoding import generate, greedy_reference
+
+    model = kzoo.models.Transformer(40, num_encoder_layers=1, num_decoder_layers=1, hidden_dim=16, num_heads=2,
+                                    intermediate_dim=32)
+    source = tf.constant([[5, 6, 7, 2]])
+    assert greedy_reference(model, source, 5).numpy().tolist() == generate(model, source, 5).numpy().tolist()
+    ```
     """
     encoder_token_ids = tf.convert_to_tensor(encoder_token_ids, tf.int32)
     batch = encoder_token_ids.shape[0]
