@@ -46,7 +46,8 @@ def test_shipped_translator_loads_in_python_and_translates_as_served():
     sources, _ = multi30k("val")
     translator = Translator.load(SHIPPED)
     assert translator.settings() == {"method": "beam", "beam_size": 4, "length_penalty": 0.6, "max_source_length": 128,
-                                     "max_output_factor": 1.5, "sampling": {}}
+                                     "max_output_factor": 1.5, "sampling": {}, "max_sentences": 512,
+                                     "max_positions": 8192}
     assert translator.model.count_params() == 7_577_600
     serve = tf.saved_model.load(str(SHIPPED)).signatures["serving_default"]
     served = [t.decode() for t in serve(text=tf.constant(sources[:6]))["translation"].numpy()]
