@@ -258,8 +258,9 @@ def ctranslate2_ids(translator, tokenizer, texts, beam_size=4, length_penalty=0.
     """Translate `texts` with a `ctranslate2.Translator` and return each best hypothesis as kzoo token ids, without
     the end token; the limits are `kzoo.translator.Translator`'s, so greedy ids (`beam_size=1`) equal kzoo's.
 
-    CTranslate2 takes one output limit per call: it decodes to the batch's largest limit and each hypothesis is cut
-    to its own sentence's, which for greedy decoding is exactly what stopping there gives. CTranslate2's length
+    CTranslate2 takes one output limit per call: it decodes to the batch's largest limit and each greedy hypothesis
+    is cut to its own sentence's, which is exactly what stopping there gives; beam search runs again, with its own
+    limit, for each sentence that reached it (rare for a trained model). CTranslate2's length
     penalty divides log-probabilities by length^α (the end token counted); kzoo's beam search uses GNMT's
     ((5 + length) / 6)^α, and α = 0.45 here picks the same translation as kzoo's default α = 0.6 for about 98% of
     Multi30k test sentences.
@@ -287,17 +288,33 @@ def ctranslate2_ids(translator, tokenizer, texts, beam_size=4, length_penalty=0.
         return []
     pieces = source_pieces(tokenizer, texts, max_source_length)
     limits = output_limits(pieces, max_output_factor)
-    ids = {}
-    order = sorted(range(len(texts)), key=lambda i: len(pieces[i]))  # batches of similar length pad little
     vocabulary = {piece: i for i, piece in enumerate(tokenizer.pieces(list(range(tokenizer.vocabulary_size))))}
+    end = tokenizer.pieces([END])[0]
+    options = dict(beam_size=beam_size, length_penalty=length_penalty, max_input_length=0, min_decoding_length=0,
+                   return_end_token=True, max_batch_size=max_batch_size)
+
+    def decode(rows, limit):
+        """{row: ids} for the given rows decoded with at most `limit` tokens, end token included."""
+        results = translator.translate_batch([pieces[i] for i in rows], max_decoding_length=limit, **options)
+        return {i: result.hypotheses[0] for i, result in zip(rows, results)}
+
+    ids, at_limit = {}, {}
+    order = sorted(range(len(texts)), key=lambda i: len(pieces[i]))  # batches of similar length pad little
     for start in range(0, len(order), max_batch_size):
         chunk = order[start : start + max_batch_size]
-        results = translator.translate_batch(
-            [pieces[i] for i in chunk], beam_size=beam_size, length_penalty=length_penalty,
-            max_decoding_length=max(limits[i] for i in chunk) - 1, max_input_length=0, max_batch_size=max_batch_size)
-        for i, result in zip(chunk, results):
-            tokens = [vocabulary.get(piece, UNKNOWN) for piece in result.hypotheses[0]]
-            ids[i] = tokens[: limits[i] - 1]  # at its limit a kzoo sentence has only room for the end token
+        for i, hypothesis in decode(chunk, max(limits[i] for i in chunk)).items():
+            if end in hypothesis[: limits[i]]:
+                ids[i] = hypothesis[: hypothesis.index(end)]
+            elif beam_size == 1:  # greedy: the first tokens are the same whatever the limit
+                ids[i] = hypothesis[: limits[i] - 1]
+            else:
+                at_limit.setdefault(limits[i], []).append(i)
+    # Beam search over a sentence that reaches its own limit: kzoo makes every hypothesis end there, so search again
+    # with that limit (CTranslate2 ends the hypotheses alive at its limit).
+    for limit, rows in at_limit.items():
+        for i, hypothesis in decode(rows, limit - 1).items():
+            ids[i] = hypothesis[: hypothesis.index(end)] if end in hypothesis else hypothesis
+    ids = {i: [vocabulary.get(piece, UNKNOWN) for piece in tokens] for i, tokens in ids.items()}
     return [ids[i] for i in range(len(texts))]
 
 
