@@ -41,7 +41,6 @@ OWNED_ELSEWHERE = {
     "kzoo/export/classifier_export.py",
     "kzoo/export/embedder_export.py",
     "kzoo/export/saved_model_writer.py",
-    "kzoo/export/translator_export.py",
     "kzoo/export/versioned_dir.py",
     "kzoo/models/bert_task.py",
     "kzoo/serving/c_api_loader.py",
@@ -76,7 +75,6 @@ BROKEN_ELSEWHERE = {
     "kzoo.text.wordpiece.wordpiece_tokenizer": UNDEFINED.format("wordpiece_tokenizer"),
     "kzoo.train.fault_tolerance.StopOnNaN": "uses an undefined model",
     "kzoo.train.fault_tolerance.WorkerBackupAndRestore": "uses an undefined model",
-    "kzoo.translator.Translator": UNDEFINED.format("Translator"),
 }
 
 

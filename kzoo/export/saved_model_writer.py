@@ -32,16 +32,21 @@ def serving_root(models, **resources):
     return root
 
 
-def write_saved_model(base_dir, version, serve, models, **resources):
+def write_saved_model(base_dir, version, serve, models, extra_files=None, **resources):
     """Save `serve` (a `tf.function` with an input signature) as `serving_default` in `base_dir/<version>/`.
 
     `models` are the Keras models `serve` calls, `resources` any other trackable it uses (tokenizers). The version
     defaults to one more than the highest in `base_dir`; it is written beside the target and renamed into place, and
-    an existing version is never overwritten (see `new_version`). Returns the version's path.
+    an existing version is never overwritten (see `new_version`). `extra_files` ({name: bytes}) go into the version's
+    assets.extra/, which TF Serving ignores (kzoo's translator records there what Python needs to load it). Returns
+    the version's path.
     """
     version = next_version(base_dir) if version is None else version
     root = serving_root(models, **resources)
     root.serve = serve
     with new_version(base_dir, version) as staging:
         tf.saved_model.save(root, str(staging), signatures={"serving_default": serve})
+        for name, data in (extra_files or {}).items():
+            (staging / "assets.extra").mkdir(exist_ok=True)
+            (staging / "assets.extra" / name).write_bytes(data)
     return pathlib.Path(base_dir) / str(version)
