@@ -61,7 +61,7 @@ def _numpy(variable):
 
 
 def _linear(spec, kernel, bias):
-    """A `LinearSpec` from a Keras kernel (in, ...) -> (..., out) laid out as (in, out): CTranslate2 stores (out, in)."""
+    """A `LinearSpec` from a Keras kernel laid out (in, out); CTranslate2 stores (out, in)."""
     spec.weight = np.ascontiguousarray(kernel.T)
     if bias is not None:
         spec.bias = bias
