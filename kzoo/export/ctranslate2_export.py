@@ -243,13 +243,31 @@ def export_ctranslate2(model, tokenizer, output_dir, quantization=None):
 
 def source_pieces(tokenizer, texts, max_source_length=128):
     """The SentencePiece pieces of each text, cut as `kzoo.translator.Translator` cuts its source (to
-    `max_source_length - 1` tokens: CTranslate2 appends the end token, as kzoo does)."""
+    `max_source_length - 1` tokens: CTranslate2 appends the end token, as kzoo does).
+
+    Example:
+    ```python
+    from kzoo.export.ctranslate2_export import source_pieces
+
+    tokenizer = kzoo.text.SubwordTokenizer.train(["A dog runs.", "Ein Hund läuft."] * 20, vocabulary_size=300)
+    pieces = source_pieces(tokenizer, ["A dog runs.", ""], max_source_length=3)
+    assert len(pieces[0]) == 2 and pieces[1] == [] and tokenizer.pieces([1, 2]) == ["<s>", "</s>"]
+    ```
+    """
     ids = tokenizer.tokenize(list(texts))[:, : max_source_length - 1].to_list()
     return [tokenizer.pieces(row) if row else [] for row in ids]
 
 
 def output_limits(source_pieces_, max_output_factor=1.5):
-    """kzoo's per-sentence output limit, `max_output_factor · (source tokens + end) + 10`, end token included."""
+    """kzoo's per-sentence output limit, `max_output_factor · (source tokens + end) + 10`, end token included.
+
+    Example:
+    ```python
+    from kzoo.export.ctranslate2_export import output_limits
+
+    assert output_limits([["▁A", "▁dog", "."], []]) == [16, 11]  # 1.5 · 4 + 10 and 1.5 · 1 + 10, rounded down
+    ```
+    """
     return [int(np.float32(max_output_factor) * np.float32(len(pieces) + 1)) + 10 for pieces in source_pieces_]
 
 
