@@ -38,6 +38,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_decoding.py --output benchmarks/RESULTS.md
 	$(PY) benchmarks/bench_bert.py --output benchmarks/RESULTS.md
 	$(PY) benchmarks/bench_serving.py --output benchmarks/RESULTS.md
+	$(PY) benchmarks/bench_translation_serving.py --output benchmarks/RESULTS.md
 
 demo: $(STAMP)
 	$(PY) -m kzoo.demo --output runs/demo-$$(date +%Y%m%d-%H%M%S)
