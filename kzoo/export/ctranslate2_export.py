@@ -28,15 +28,18 @@ def _ctranslate2():
 def _activation(model, common_spec):
     import keras
 
-    name = keras.activations.serialize(keras.activations.get(model.activation))
-    name = name if isinstance(name, str) else name.get("config", {}).get("name", str(name))
-    activations = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU,
-                   "gelu_approximate": common_spec.Activation.GELUTanh, "silu": common_spec.Activation.SWISH,
-                   "swish": common_spec.Activation.SWISH}
-    if name not in activations:
-        raise ValueError(f"activation={model.activation!r}: CTranslate2 runs {sorted(activations)} in a Transformer's "
-                         "feed-forward network; this model cannot be exported.")
-    return activations[name]
+    from kzoo.layers.activations import gelu_approximate
+
+    activations = {keras.activations.relu: common_spec.Activation.RELU,
+                   keras.activations.gelu: common_spec.Activation.GELU,  # Keras's "gelu" is the exact (erf) one
+                   gelu_approximate: common_spec.Activation.GELUTanh,
+                   keras.activations.silu: common_spec.Activation.SWISH}
+    activation = keras.activations.get(model.activation)
+    if activation not in activations:
+        raise ValueError(f"activation={model.activation!r}: CTranslate2 runs relu, gelu, "
+                         "kzoo.layers.gelu_approximate and silu in a Transformer's feed-forward network; this model "
+                         "cannot be exported.")
+    return activations[activation]
 
 
 def _check(model, tokenizer, quantization):
@@ -52,8 +55,6 @@ def _check(model, tokenizer, quantization):
         raise ValueError(f"target_vocabulary_size={model.target_vocabulary_size} differs from source_vocabulary_size="
                          f"{model.source_vocabulary_size}: kzoo's translators share one SentencePiece vocabulary, so "
                          "only models with one vocabulary can be exported.")
-    if not model.built or not model.source_embedding.built:
-        raise ValueError("the model has no weights yet: train it, or call it once, before exporting.")
 
 
 def _numpy(variable):
