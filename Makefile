@@ -6,7 +6,7 @@ STAMP := $(VENV)/.kzoo-installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONHASHSEED := 0
 
-.PHONY: install test test-slow bench demo clean
+.PHONY: install test test-slow bench demo notebooks clean
 
 install: $(STAMP)
 
@@ -39,6 +39,10 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_bert.py --output benchmarks/RESULTS.md
 	$(PY) benchmarks/bench_serving.py --output benchmarks/RESULTS.md
 	$(PY) benchmarks/bench_translation_serving.py --output benchmarks/RESULTS.md
+
+# Executes every recipe notebook with a few minutes' budget and writes it back with its outputs (runs/notebooks/).
+notebooks: $(STAMP)
+	$(PY) recipes/execute_notebooks.py
 
 demo: $(STAMP)
 	$(PY) -m kzoo.demo --output runs/demo-$$(date +%Y%m%d-%H%M%S)

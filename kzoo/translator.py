@@ -5,7 +5,7 @@ import pathlib
 
 import tensorflow as tf
 
-from kzoo.decoding import beam_search, generate, greedy, sampler
+from kzoo.decoding import beam_search, decode_in_sub_batches, generate, greedy, sampler
 from kzoo.files import atomic_path, write_atomically
 from kzoo.text import END, PAD, SubwordTokenizer
 
@@ -14,14 +14,24 @@ SETTINGS_FILE = "translator.json"  # a saved Translator's settings; in a SavedMo
 TOKENIZER_FILE = "tokenizer.model"
 MODEL_FILE = "model.keras"
 FORMAT = "kzoo.Translator"
+CHARACTERS_PER_TOKEN = 16  # the longest piece of the shipped 8,000-piece vocabulary; text beyond is cut unread
 
 
 class Translator(tf.Module):
     """Translate sentences with a `Transformer` and the `SubwordTokenizer` it was trained with.
 
     `translate_tensor` is the whole path as TensorFlow ops (tokenize, cut overlong input, decode, detokenize), so the
-    same function runs from Python and inside an exported SavedModel. Overlong sentences are cut to
-    `max_source_length` tokens, never refused; an empty sentence gives an (often empty) string.
+    same function runs from Python and inside an exported SavedModel, with the bounds a server needs:
+    - a request of more than `max_sentences` sentences is refused (InvalidArgumentError naming the limit);
+    - invalid UTF-8 in a sentence is replaced by U+FFFD (as `tf.strings.unicode_transcode(errors="replace")` does)
+      before tokenizing, and the translations are always valid UTF-8;
+    - a sentence is cut to `CHARACTERS_PER_TOKEN` · `max_source_length` characters before tokenizing, then to
+      `max_source_length` tokens; overlong sentences are cut, never refused; an empty sentence gives an (often
+      empty) string;
+    - each sentence gets at most `max_output_factor` · its own source length + 10 output tokens;
+    - sentences are sorted by length and decoded in sub-batches (`kzoo.decoding.decode_in_sub_batches`) of at most
+      `max_positions` sentences × output limit, of limits within a factor 2, so one long sentence costs about its own
+      length and does not slow the rest of its batch, and the decoder's memory is bounded whatever the request.
 
     `save(folder)` writes model.keras, tokenizer.model and translator.json (these settings); `Translator.load` reads
     such a folder, a translation run folder (`kzoo.train.translation_recipe`), or an exported translator (a
@@ -36,6 +46,9 @@ class Translator(tf.Module):
         max_source_length: int. Source tokens kept, end token included. Defaults to 128.
         max_output_factor: float. At most `max_output_factor · source length + 10` output tokens. Defaults to 1.5.
         sampling: dict of `kzoo.decoding.sampler` arguments (temperature, top_k, top_p, seed) for "sample".
+        max_sentences: int. The most sentences one call (one request to the exported model) takes. Defaults to 512.
+        max_positions: int. Sentences × output limit decoded at once, at most (a longer sentence goes alone).
+            Defaults to 8192.
 
     Example:
     ```python
@@ -54,7 +67,7 @@ class Translator(tf.Module):
     """
 
     def __init__(self, model, tokenizer, method="beam", beam_size=4, length_penalty=0.6, max_source_length=128,
-                 max_output_factor=1.5, sampling=None, name=None):
+                 max_output_factor=1.5, sampling=None, max_sentences=512, max_positions=8192, name=None):
         super().__init__(name=name)
         if method not in METHODS:
             raise ValueError(f"method={method!r} is not a decoding method; use one of {METHODS}.")
@@ -66,32 +79,49 @@ class Translator(tf.Module):
         self.max_source_length = max_source_length
         self.max_output_factor = max_output_factor
         self.sampling = dict(sampling or {})
+        self.max_sentences = max_sentences
+        self.max_positions = max_positions
         self._compiled = tf.function(self.translate_tensor, input_signature=[tf.TensorSpec([None], tf.string)])
 
     def settings(self):
         """The decoding settings, as `Translator`'s keyword arguments (what translator.json records)."""
         return {"method": self.method, "beam_size": self.beam_size, "length_penalty": self.length_penalty,
                 "max_source_length": self.max_source_length, "max_output_factor": self.max_output_factor,
-                "sampling": dict(self.sampling)}
+                "sampling": dict(self.sampling), "max_sentences": self.max_sentences,
+                "max_positions": self.max_positions}
 
     def source_ids(self, texts):
         """Strings (batch,) to padded source ids (batch, m): the tokens, cut to fit, then the end token."""
+        texts = tf.strings.substr(texts, 0, CHARACTERS_PER_TOKEN * self.max_source_length, unit="UTF8_CHAR")
         ids = self.tokenizer.tokenize(texts)[:, : self.max_source_length - 1]
         ends = tf.RaggedTensor.from_tensor(tf.fill([ids.nrows(), 1], END))
         return tf.concat([ids, ends], axis=1).to_tensor(default_value=PAD)
 
-    def translate_tensor(self, texts):
-        """Strings (batch,) to translated strings (batch,), as TensorFlow ops."""
+    def translate_tensor(self, texts, return_work=False):
+        """Strings (batch,) to translated strings (batch,), as TensorFlow ops; with `return_work`, also the decoder
+        positions computed (sentences × decoding steps, summed over sub-batches), the measure of a request's cost."""
         texts = tf.ensure_shape(tf.convert_to_tensor(texts, tf.string), [None])
+        checked = tf.debugging.assert_less_equal(
+            tf.size(texts), self.max_sentences,
+            message=f"A request holds more sentences than this translator takes (max_sentences={self.max_sentences}):"
+                    " split it into smaller requests. Sentences, limit:")
+        with tf.control_dependencies([checked]):
+            texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace")
         encoder_token_ids = self.source_ids(texts)
         source_lengths = tf.reduce_sum(tf.cast(tf.not_equal(encoder_token_ids, PAD), tf.float32), axis=1)
-        max_length = tf.cast(self.max_output_factor * source_lengths, tf.int32) + 10  # one limit per sentence
+        limits = tf.cast(self.max_output_factor * source_lengths, tf.int32) + 10  # one limit per sentence
         if self.method == "beam":
-            ids = beam_search(self.model, encoder_token_ids, max_length, self.beam_size, self.length_penalty)
+            def decode(ids, limits):
+                return beam_search(self.model, ids, limits, self.beam_size, self.length_penalty, return_steps=True)
         else:
             pick = greedy() if self.method == "greedy" else sampler(**self.sampling)
-            ids = generate(self.model, encoder_token_ids, max_length, pick)
-        return self.tokenizer.detokenize(ids)
+
+            def decode(ids, limits):
+                return generate(self.model, ids, limits, pick, return_steps=True)
+        ids, work = decode_in_sub_batches(decode, encoder_token_ids, limits, self.max_positions)
+        translations = tf.strings.unicode_transcode(self.tokenizer.detokenize(ids), "UTF-8", "UTF-8",
+                                                    errors="replace")
+        return (translations, work) if return_work else translations
 
     def __call__(self, texts):
         """A list of strings to a list of strings."""

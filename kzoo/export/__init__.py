@@ -13,4 +13,6 @@ __getattr__, __dir__ = lazy_namespace(__name__, {
     "export_translator": "kzoo.export.translator_export",
     "new_version": "kzoo.export.versioned_dir",
     "next_version": "kzoo.export.versioned_dir",
+    "remove_stale_partials": "kzoo.export.versioned_dir",
+    "write_version": "kzoo.export.versioned_dir",
 })
