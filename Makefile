@@ -39,6 +39,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_decoding.py --output benchmarks/RESULTS.md
 	$(PY) benchmarks/bench_bert.py --output benchmarks/RESULTS.md
 	$(PY) benchmarks/bench_serving.py --output benchmarks/RESULTS.md
+	$(PY) benchmarks/bench_translation_serving.py --output benchmarks/RESULTS.md
 
 # Executes every recipe notebook with a few minutes' budget and writes it back with its outputs (runs/notebooks/).
 notebooks: $(STAMP)

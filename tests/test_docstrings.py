@@ -37,7 +37,6 @@ OWNED_ELSEWHERE = {
     "kzoo/decoding/samplers.py",
     "kzoo/export/classifier_export.py",
     "kzoo/export/embedder_export.py",
-    "kzoo/export/translator_export.py",
     "kzoo/models/bert_task.py",
     "kzoo/text/classification_batches.py",
     "kzoo/text/translation_data.py",
@@ -60,7 +59,6 @@ BROKEN_ELSEWHERE = {
     "kzoo.text.sentences.split_sentences": UNDEFINED.format("split_sentences"),
     "kzoo.text.subword_tokenizer.SubwordTokenizer": UNDEFINED.format("SubwordTokenizer"),
     "kzoo.text.wordpiece.wordpiece_tokenizer": UNDEFINED.format("wordpiece_tokenizer"),
-    "kzoo.translator.Translator": UNDEFINED.format("Translator"),
 }
 
 

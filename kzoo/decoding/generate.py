@@ -7,7 +7,7 @@ from kzoo.decoding.samplers import greedy
 from kzoo.text import END, PAD, START
 
 
-def generate(model, encoder_token_ids, max_length, pick=None):
+def generate(model, encoder_token_ids, max_length, pick=None, return_steps=False):
     """Decode a batch with a `Transformer`, one token per step, reusing a key/value cache.
 
     The encoder runs once; every decoder block's keys and values over the encoder output are computed once per
@@ -21,6 +21,7 @@ def generate(model, encoder_token_ids, max_length, pick=None):
             included. A sentence that reaches its limit ends there.
         pick: a function (logits (batch, vocabulary), step) -> ids (batch,), from `kzoo.decoding.samplers`.
             Defaults to greedy.
+        return_steps: bool. Also return the number of decoder steps taken (an int32 scalar). Defaults to False.
 
     Returns:
         int32 tensor (batch, the largest limit): generated ids, without the start token, padded with 0.
@@ -37,7 +38,7 @@ def generate(model, encoder_token_ids, max_length, pick=None):
         token = tf.where(finished, PAD, pick(force_end(logits[:, 0], i, limits), i))
         return i + 1, token, finished | tf.equal(token, END), cache, output.write(i, token)
 
-    _, _, _, _, output = tf.while_loop(
+    steps, _, _, _, output = tf.while_loop(
         lambda i, token, finished, cache, output: (i < max_length) & ~tf.reduce_all(finished),
         step,
         (
@@ -49,7 +50,8 @@ def generate(model, encoder_token_ids, max_length, pick=None):
         ),
     )
     tokens = tf.transpose(output.stack())  # (batch, steps taken)
-    return tf.pad(tokens, [[0, 0], [0, max_length - tf.shape(tokens)[1]]])
+    tokens = tf.pad(tokens, [[0, 0], [0, max_length - tf.shape(tokens)[1]]])
+    return (tokens, steps) if return_steps else tokens
 
 
 def greedy_reference(model, encoder_token_ids, max_length):

@@ -40,13 +40,15 @@ def serving_root(models, **resources):
     return root
 
 
-def write_saved_model(base_dir, version, serve, models, **resources):
+def write_saved_model(base_dir, version, serve, models, extra_files=None, **resources):
     """Save `serve` (a `tf.function` with an input signature) as `serving_default` in `base_dir/<version>/`.
 
     `models` are the Keras models `serve` calls, `resources` any other trackable it uses (tokenizers). With
     `version=None` the version is the next free one when the writing ends (a concurrent export into the same folder
     takes the other); it is written beside the target, made readable as any folder the user makes, and renamed into
-    place; an existing version is never overwritten (see `kzoo.export.versioned_dir`). Returns the version's path.
+    place; an existing version is never overwritten (see `kzoo.export.versioned_dir`). `extra_files` ({name: bytes})
+    go into the version's assets.extra/, which TF Serving ignores (kzoo's translator records there what Python needs
+    to load it). Returns the version's path.
 
     Example:
     ```python
@@ -66,5 +68,8 @@ def write_saved_model(base_dir, version, serve, models, **resources):
 
     def write(staging):
         tf.saved_model.save(root, str(staging), signatures={"serving_default": serve})
+        for name, data in (extra_files or {}).items():
+            (staging / "assets.extra").mkdir(exist_ok=True)
+            (staging / "assets.extra" / name).write_bytes(data)
 
     return write_version(base_dir, write, version)
