@@ -272,16 +272,17 @@ def translation_lines(rows, summary):
         f"SubwordTokenizer and length-bucketed batches of {config.max_tokens} tokens a side, padded to their bucket "
         f"here so XLA compiles one step per bucket), {summary['steps_per_epoch']} steps an epoch, "
         f"`TimeBudget({summary['minutes']:g} minutes)`: {summary['steps']} steps in "
-        f"{summary['train_seconds'] / 60:.1f} minutes. tokens/s counts real source + target tokens of an epoch over "
-        "its training time (validation left out; epoch 1 includes XLA compilation); accuracy is `MaskedAccuracy` "
-        "over real target tokens.",
+        f"{summary['train_seconds'] / 60:.1f} minutes. tokens/s: the epoch's steps × the mean real (not padding) "
+        "source + target tokens of a training batch, over its training time (validation left out; epoch 1 "
+        "includes XLA compilation); accuracy is `MaskedAccuracy` over real target tokens.",
         "",
-        "| epoch | loss | accuracy | val loss | val accuracy | seconds | tokens/s |",
-        "|---|---|---|---|---|---|---|",
+        "| epoch | loss | accuracy | val loss | val accuracy | steps | seconds | tokens/s |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for row in rows:
         lines.append(f"| {row['epoch']} | {row['loss']:.3f} | {row['accuracy']:.3f} | {row['val_loss']:.3f} "
-                     f"| {row['val_accuracy']:.3f} | {row['seconds']:.1f} | {row['tokens_per_second']:,.0f} |")
+                     f"| {row['val_accuracy']:.3f} | {row['steps']} | {row['seconds']:.1f} "
+                     f"| {row['tokens_per_second']:,.0f} |")
     lines += ["", f"Greedy decoding (`encode` / `initial_cache` / `decode_step`, one jitted step) of "
                   f"{summary['sentences']:,} val sentences: {summary['decode_seconds']:.1f} s, "
                   f"{summary['ended']:,} ended with the end token. BLEU: see the line below, added by `score`.", ""]
@@ -382,7 +383,7 @@ def main_score(args):
     line = (f"Greedy val BLEU {scores['bleu']:.2f}, chrF {scores['chrf']:.2f} (sacrebleu {scores['bleu_signature']}),"
             " scored here by `gpu_jax.py score` from the ids the GPU run wrote.")
     samples = [f"- {source} → {hypothesis} (reference: {reference})" for source, hypothesis, reference in samples]
-    section = section.replace("BLEU: see the line below, added by `score`.", "") + "\n\n" + "\n".join([line, "",
+    section = section.replace(" BLEU: see the line below, added by `score`.", "") + "\n\n" + "\n".join([line, "",
                                                                                                      *samples])
     print(section)
     replace_section(args.output, SECTION, section)
@@ -407,7 +408,7 @@ def parse_args(argv):
     args = parser.parse_args(argv)
     if args.smoke:
         args.steps, args.repeats, args.warmup_steps, args.matmul_size = 1, 1, 1, 256
-        args.train_minutes = min(args.train_minutes, 0.3)
+        args.train_minutes = min(args.train_minutes, 0.5)
     for flag in ("steps", "repeats", "warmup_steps", "matmul_size"):
         if getattr(args, flag) < 1:
             parser.error(f"--{flag.replace('_', '-')}={getattr(args, flag)} must be at least 1.")

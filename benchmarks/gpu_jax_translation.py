@@ -169,7 +169,8 @@ def train(path, minutes, ids_path, smoke=False):
         while True:
             yield from (items[i] for i in (rng.permutation(len(items)) if shuffle else range(len(items))))
 
-    clock = EpochClock(real_tokens(batches["train"]))
+    clock = EpochClock()
+    tokens_per_step = real_tokens(batches["train"]) / len(batches["train"])
     budget = TimeBudget(minutes)
     started = time.monotonic()
     history = model.fit(forever(train_batches, True), steps_per_epoch=len(train_batches), epochs=config.epochs,
@@ -177,7 +178,8 @@ def train(path, minutes, ids_path, smoke=False):
                         callbacks=[clock, budget])
     train_seconds = time.monotonic() - started
     rows = [{"epoch": i + 1, **{key: float(values[i]) for key, values in history.history.items()},
-             "seconds": clock.seconds[i], "tokens_per_second": clock.tokens / clock.seconds[i]}
+             "steps": clock.steps[i], "seconds": clock.seconds[i],
+             "tokens_per_second": clock.steps[i] * tokens_per_step / clock.seconds[i]}
             for i in range(len(clock.seconds))]
     decode_started = time.monotonic()
     ids = greedy_decode(model, val_sources, config.max_length, meta["start"], meta["end"], meta["pad"])
@@ -191,18 +193,29 @@ def train(path, minutes, ids_path, smoke=False):
 
 
 class EpochClock(keras.callbacks.Callback):
-    """Seconds of each epoch's training steps (validation left out): from the epoch's start to its validation."""
+    """Seconds and steps of each epoch's training (validation left out): from the epoch's start to its validation,
+    or to its end where a time budget cut it before validation."""
 
-    def __init__(self, tokens_per_epoch):
+    def __init__(self):
         super().__init__()
-        self.tokens, self.seconds, self._start = tokens_per_epoch, [], None
+        self.seconds, self.steps, self._start = [], [], None
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._start = time.monotonic()
+        self._start, self._steps = time.monotonic(), 0
+
+    def on_train_batch_end(self, batch, logs=None):
+        self._steps += 1
 
     def on_test_begin(self, logs=None):
+        self._stop()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self._stop()
+
+    def _stop(self):
         if self._start is not None:
             self.seconds.append(time.monotonic() - self._start)
+            self.steps.append(self._steps)
             self._start = None
 
 
