@@ -345,6 +345,7 @@ def main_gpu(args):
     results = run_throughput(args, started)
     output = pathlib.Path(args.output) if args.output else None
     if output:  # the throughput table survives a run cut short during the translation part
+        output.parent.mkdir(parents=True, exist_ok=True)
         replace_section(output, SECTION, report(results, "not finished: the run ended before the translation part "
                                                 "did", args, env, time.monotonic() - started))
     ids_path = (output.parent if output else pathlib.Path(".")) / IDS_FILE
