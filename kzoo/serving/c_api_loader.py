@@ -286,7 +286,13 @@ def main(argv):
     print(json.dumps({"ready": True, "python_modules": python_frameworks}), flush=True)
     for line in sys.stdin:
         if line.strip():
-            print(json.dumps(model.answer(json.loads(line))), flush=True)
+            try:
+                request = json.loads(line)
+            except ValueError as error:
+                print(json.dumps({"error": f"JSON Parse error: {error}"}), flush=True)
+                continue
+            answer = model.answer(request) if isinstance(request, dict) else {"error": "a request is a JSON object"}
+            print(json.dumps(answer), flush=True)
     return 0
 
 

@@ -4,6 +4,7 @@ import hashlib
 import io
 import json
 import re
+import threading
 import urllib.error
 import urllib.request
 import warnings
@@ -218,3 +219,30 @@ def test_an_archive_member_that_would_unzip_outside_its_folder_is_refused(mirror
     with pytest.raises(ValueError, match=r"members that would unzip outside their folder: \['../../outside.txt'\]"):
         bert_releases.fetch(NAME)
     assert cached_files(mirror) == [] and not (mirror / "outside.txt").exists()
+
+
+def test_a_second_fetch_of_the_same_release_waits_for_the_first_and_downloads_nothing(mirror, monkeypatch):
+    opened, first_is_downloading, let_it_finish = [], threading.Event(), threading.Event()
+    urlopen = urllib.request.urlopen
+
+    def slow_urlopen(url, timeout):
+        opened.append(url)
+        first_is_downloading.set()
+        let_it_finish.wait(timeout=30)
+        return urlopen(url, timeout=timeout)
+
+    monkeypatch.setattr(urllib.request, "urlopen", slow_urlopen)
+    folders = {}
+    first = threading.Thread(target=lambda: folders.setdefault("first", bert_releases.fetch(NAME)))
+    second = threading.Thread(target=lambda: folders.setdefault("second", bert_releases.fetch(NAME)))
+    first.start()
+    assert first_is_downloading.wait(timeout=30)
+    second.start()
+    second.join(timeout=0.5)
+    assert second.is_alive()  # waiting on the download's lock, not downloading a second copy
+    let_it_finish.set()
+    first.join(timeout=30)
+    second.join(timeout=30)
+    assert folders["first"] == folders["second"] and (folders["first"] / "bert_config.json").is_file()
+    assert len(opened) == 1
+    assert not list(folders["first"].parent.glob(".*"))  # no part file or unzip folder left

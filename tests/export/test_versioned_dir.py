@@ -2,6 +2,7 @@
 one folder, folders left by killed exports."""
 
 import os
+import pathlib
 import signal
 import stat
 import subprocess
@@ -12,6 +13,7 @@ import keras
 import pytest
 import tensorflow as tf
 
+from kzoo.export import versioned_dir
 from kzoo.export.saved_model_writer import write_saved_model
 from kzoo.export.versioned_dir import new_version, remove_stale_partials, write_version
 
@@ -68,8 +70,14 @@ def test_a_chosen_version_that_exists_is_refused_before_any_work(tmp_path):
         write_version(tmp_path, lambda folder: None, version=0)
 
 
+# An export process, reduced to versioned_dir's own code: `import kzoo` loads Keras (10 s a process on a busy CI
+# machine), so the two packages above the module are empty stand-ins for their folders.
 KILLED_EXPORT = textwrap.dedent("""
-    import pathlib, sys, time
+    import pathlib, sys, time, types
+    kzoo = pathlib.Path(sys.argv[2])
+    for name, folder in (("kzoo", kzoo), ("kzoo.export", kzoo / "export")):
+        sys.modules[name] = types.ModuleType(name)
+        sys.modules[name].__path__ = [str(folder)]
     from kzoo.export.versioned_dir import write_version
 
     def write(folder):
@@ -82,9 +90,9 @@ KILLED_EXPORT = textwrap.dedent("""
 
 
 def test_a_killed_exports_folder_is_cleaned_by_the_next_export_and_a_live_ones_kept(tmp_path):
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
-    killed, live = (subprocess.Popen([sys.executable, "-c", KILLED_EXPORT, str(tmp_path)], stdout=subprocess.PIPE,
-                                     text=True, env=env) for _ in range(2))
+    kzoo = pathlib.Path(versioned_dir.__file__).parents[1]
+    killed, live = (subprocess.Popen([sys.executable, "-I", "-c", KILLED_EXPORT, str(tmp_path), str(kzoo)],
+                                     stdout=subprocess.PIPE, text=True) for _ in range(2))
     try:
         killed_name, live_name = killed.stdout.readline().strip(), live.stdout.readline().strip()
         assert killed_name.startswith(".1.partial-") and live_name.startswith(".1.partial-")

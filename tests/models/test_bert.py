@@ -52,6 +52,7 @@ def test_padding_does_not_change_real_positions():
     [("bert_tiny", 4_385_920), ("bert_mini", 11_170_560), ("bert_small", 28_763_648),
      ("bert_medium", 41_373_184), ("bert_base", 109_482_240), ("bert_large", 335_141_888)],
 )
+@pytest.mark.backend_independent
 def test_presets_have_the_published_parameter_counts(preset, expected):
     model = getattr(kzoo, preset)()
     assert model.count_params() == expected
