@@ -7,7 +7,7 @@ inside the decoding loop, summed by op type, with its share of all op time and h
 (beam search calls TopKV2 three times a step). Tracing slows the ops it records, so read the shares, not the sums.
 
 Usage:
-    .venv/bin/python benchmarks/profile_decoding.py saved_models/transformer_multi30k_en_de/2 --sentences 64
+    .venv/bin/python benchmarks/profile_decoding.py saved_models/transformer_multi30k_en_de/3 --sentences 64
     .venv/bin/python benchmarks/profile_decoding.py PATH --no-trace   # only the untraced run (for timing a process)
 """
 

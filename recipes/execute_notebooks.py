@@ -27,7 +27,7 @@ READER_BUDGETS = {
     "bert_pretraining.ipynb": {"KZOO_RECIPE_MINUTES": "4", "KZOO_RECIPE_TRAIN_STEPS": "600",
                                "KZOO_RECIPE_STEPS_PER_EPOCH": "100", "KZOO_RECIPE_VALIDATION_BATCHES": "5"},
     "bert_finetuning.ipynb": {"KZOO_RECIPE_SST2_STEPS": "200", "KZOO_RECIPE_MRPC_STEPS": "100",
-                              "KZOO_RECIPE_BACKBONE": str(RUNS / "bert_pretraining" / "backbone.keras")},
+                              "KZOO_RECIPE_BACKBONE": "runs/notebooks/bert_pretraining/backbone.keras"},
     "pretrained_bert.ipynb": {"KZOO_RECIPE_SST2_STEPS": "120", "KZOO_RECIPE_MRPC_STEPS": "60",
                               "KZOO_RECIPE_TRAIN_EXAMPLES": "4000", "KZOO_RECIPE_DEV_EXAMPLES": "400"},
     "serving.ipynb": {"KZOO_RECIPE_SST2_STEPS": "120", "KZOO_RECIPE_TRAIN_EXAMPLES": "4000"},
@@ -42,7 +42,7 @@ def execute(name, budget):
     output = RUNS / pathlib.Path(name).stem
     if output.exists():
         raise SystemExit(f"{output} exists from an earlier execution: move it away or delete it first.")
-    os.environ.update({**budget, "KZOO_RECIPE_OUTPUT": str(output)})
+    os.environ.update({**budget, "KZOO_RECIPE_OUTPUT": str(output.relative_to(RECIPES.parent))})  # as a reader would type it
     path = RECIPES / name
     notebook = nbformat.read(path, as_version=4)
     started = time.monotonic()

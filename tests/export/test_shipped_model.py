@@ -9,7 +9,8 @@ import sacrebleu
 
 from kzoo.data import multi30k
 
-SHIPPED = pathlib.Path(__file__).resolve().parents[2] / "saved_models" / "transformer_multi30k_en_de" / "2"
+FOLDER = pathlib.Path(__file__).resolve().parents[2] / "saved_models" / "transformer_multi30k_en_de"
+SHIPPED = FOLDER / str(max(int(v.name) for v in FOLDER.iterdir() if v.name.isdigit()))  # what TF Serving serves
 
 SERVE = """
 import json, sys
