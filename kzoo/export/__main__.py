@@ -15,7 +15,7 @@ import pathlib
 
 from kzoo.console import quiet_tensorflow
 
-POOLINGS = ("mean", "cls", "pooled")  # kzoo.export.embedder_export.POOLINGS
+POOLINGS = ("mean", "cls", "pooled")  # kzoo.models.bert_sentence_embedder.POOLINGS
 
 
 def export_translation_run(run, output, version=None):

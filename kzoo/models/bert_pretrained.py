@@ -55,7 +55,7 @@ def _with_overrides(backbone, overrides):
     return rebuilt
 
 
-def pretraining_run_folder(source):
+def _pretraining_run_folder(source):
     """The run folder of kzoo's pretraining recipe that `source` names (the folder or its backbone.keras), or None
     when `source` is not one."""
     path = pathlib.Path(source).expanduser()
@@ -111,7 +111,7 @@ def pretrained_bert(source, sequence_length=128, vocabulary=None, lowercase=True
         backbone = bert_preset(str(source), vocabulary_size=preprocessor.vocabulary_size(), **arguments)
     elif vocabulary is not None:
         raise ValueError(f"vocabulary= is for a preset; {source} brings its own vocabulary.")
-    elif (folder := pretraining_run_folder(source)) is not None:
+    elif (folder := _pretraining_run_folder(source)) is not None:
         if not (folder / VOCABULARY_FILE).is_file():
             raise FileNotFoundError(f"{folder} has {BACKBONE_FILE} but no {VOCABULARY_FILE}: it is not a whole run of "
                                     "kzoo's pretraining recipe.")
