@@ -44,7 +44,10 @@ def preprocessed_dataset(texts, labels, preprocessor, batch_size, second_texts=N
     segments = _segments(texts, labels, second_texts)
 
     def preprocess(batch_segments, batch_labels):
-        return {name: tf.cast(value, tf.int32) for name, value in preprocessor(*batch_segments).items()}, batch_labels
+        features = preprocessor(*batch_segments)
+        # The batch size is static where the batching makes one (drop_remainder): accelerators compile for it.
+        return {name: tf.ensure_shape(tf.cast(value, tf.int32), [batch_labels.shape[0], *value.shape[1:]])
+                for name, value in features.items()}, batch_labels
 
     return _batches(segments, labels, preprocess, batch_size, shuffle, seed, drop_remainder, trim_padding,
                     group_by_length)
