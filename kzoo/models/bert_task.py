@@ -86,13 +86,14 @@ class BertTask(keras.Model):
 
         return text_dataset(self.preprocessor, x, y, sample_weight, batch_size, shuffle, self.trims_padding)
 
-    def fit(self, x=None, y=None, batch_size=None, sample_weight=None, validation_data=None, shuffle=True,
-            validation_batch_size=None, **kwargs):
-        batches = self._text_batches(x, y, sample_weight, batch_size, shuffle)
+    def fit(self, x=None, y=None, batch_size=None, sample_weight=None, validation_data=None, validation_batch_size=None,
+            **kwargs):
+        batches = self._text_batches(x, y, sample_weight, batch_size, kwargs.get("shuffle", True))
         if batches is not None:
             if kwargs.get("validation_split"):
                 raise ValueError("validation_split does not apply to text: pass validation_data=(texts, labels).")
-            x, y, sample_weight, batch_size, shuffle = batches, None, None, None, False  # shuffled in the pipeline
+            x, y, sample_weight, batch_size = batches, None, None, None
+            kwargs["shuffle"] = False  # shuffled in the pipeline
         if isinstance(validation_data, (tuple, list)):
             valid_x, valid_y, valid_weight = keras.utils.unpack_x_y_sample_weight(tuple(validation_data))
             valid = self._text_batches(valid_x, valid_y, valid_weight, validation_batch_size or batch_size or None)
@@ -101,7 +102,7 @@ class BertTask(keras.Model):
         elif validation_data is not None:
             validation_data = self._text_batches(validation_data) or validation_data
         return super().fit(x, y, batch_size=batch_size, sample_weight=sample_weight, validation_data=validation_data,
-                           shuffle=shuffle, validation_batch_size=validation_batch_size, **kwargs)
+                           validation_batch_size=validation_batch_size, **kwargs)
 
     def evaluate(self, x=None, y=None, batch_size=None, sample_weight=None, **kwargs):
         batches = self._text_batches(x, y, sample_weight, batch_size)

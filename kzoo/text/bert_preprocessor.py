@@ -130,7 +130,7 @@ class BertPreprocessor(keras.layers.Layer):
     inputs["token_ids"]                # [[101, 1996, 7668, 2003, 103, 1012, 102, 0, ...]]
     preprocessor.id_to_token(7668)     # "cafe"
     own = kzoo.text.BertPreprocessor(kzoo.data.shipped_file("wikitext2/vocab.txt"), sequence_length=16)
-    own(["The café"])["token_ids"][0, :5]  # kzoo's own WikiText-2 vocabulary: [2, 174, 43, 5927, 3]
+    own(["The café"])["token_ids"][0, :6]  # kzoo's own WikiText-2 vocabulary: [2, 174, 43, 5927, 219, 3]
     ```
 
     References:
