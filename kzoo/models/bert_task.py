@@ -70,7 +70,10 @@ class BertTask(keras.Model):
         sources = {name: arguments.pop(name) for name in ("vocabulary", "lowercase") if name in arguments}
         overrides = {"dropout": arguments["dropout"]} if arguments.get("dropout") is not None else {}
         backbone, preprocessor = pretrained_bert(source, sequence_length, **sources, **overrides)
-        return cls(backbone, preprocessor=preprocessor, **arguments)
+        task = cls(backbone, preprocessor=preprocessor, **arguments)
+        if getattr(task, "pooling", "pooled") != "pooled":
+            backbone.pooler.trainable = False  # this backbone is the task's own, and its [CLS] pooler goes unread
+        return task
 
     def _text_batches(self, x, y=None, sample_weight=None, batch_size=None, shuffle=False):
         """`x` (with `y` and `sample_weight`) as a dataset of feature batches when it is text, else None."""
