@@ -71,7 +71,7 @@ class BertTask(keras.Model):
         overrides = {"dropout": arguments["dropout"]} if arguments.get("dropout") is not None else {}
         backbone, preprocessor = pretrained_bert(source, sequence_length, **sources, **overrides)
         task = cls(backbone, preprocessor=preprocessor, **arguments)
-        if getattr(task, "pooling", "pooled") != "pooled":
+        if getattr(task, "pooling", None) != "pooled":
             backbone.pooler.trainable = False  # this backbone is the task's own, and its [CLS] pooler goes unread
         return task
 

@@ -227,11 +227,18 @@ class BertPreprocessor(keras.layers.Layer):
     @tf.autograph.experimental.do_not_convert  # plain TensorFlow ops: AutoGraph would only slow tracing
     def tokenize(self, texts):
         """The WordPiece ids of each text, without [CLS], [SEP] or padding: an int32 `tf.RaggedTensor` (batch, ids)."""
+        return self.word_pieces(texts)[1].merge_dims(1, 2)
+
+    @tf.autograph.experimental.do_not_convert
+    def word_pieces(self, texts):
+        """The words of each text (string `tf.RaggedTensor` (batch, words), as BERT's basic tokenizer cuts them) and
+        the WordPiece ids of each word (int32 `tf.RaggedTensor` (batch, words, pieces)): what maps a token
+        classifier's outputs back to words."""
         words = self._basic_tokenizer.split(self._as_batch(texts, "texts")[0])  # (batch, words)
         word = words.flat_values
         too_long = tf.strings.length(word, unit="UTF8_CHAR") > self.max_input_chars_per_word
         pieces = self._wordpiece.tokenize(tf.where(too_long, self.unk_token, word))  # (words, pieces)
-        return words.with_flat_values(pieces).merge_dims(1, 2)
+        return words, words.with_flat_values(pieces)
 
     @tf.autograph.experimental.do_not_convert
     def detokenize(self, token_ids):

@@ -128,3 +128,62 @@ def text_dataset(preprocessor, x, y=None, sample_weight=None, batch_size=None, s
         dataset = dataset.shuffle(examples, reshuffle_each_iteration=True)
     dataset = dataset.batch(batch_size or DEFAULT_BATCH_SIZE)
     return dataset.map(preprocess, num_parallel_calls=tf.data.AUTOTUNE).prefetch(tf.data.AUTOTUNE)
+
+
+def word_positions(preprocessor, texts):
+    """The words of each text, as BERT's basic tokenizer cuts them, each with the position of its first piece in the
+    preprocessor's row (`[CLS]` is position 0); words cut off by truncation are left out.
+
+    Example:
+    ```python
+    from kzoo.text.task_inputs import word_positions
+
+    preprocessor = kzoo.text.BertPreprocessor(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "cat", "##s", "sat"], 5)
+    word_positions(preprocessor, ["Cats sat down"])  # [[("cats", 1), ("sat", 3)]]: "down" does not fit
+    ```
+    """
+    words, pieces = preprocessor.word_pieces(_as_batch(texts))
+    room = preprocessor.sequence_length - 2  # [CLS] and [SEP]
+    positions = []
+    for row_words, lengths in zip(words.to_list(), pieces.row_lengths(axis=2).to_list()):
+        offsets = np.cumsum([0, *lengths[:-1]]) if lengths else []
+        positions.append([(word.decode("utf-8"), 1 + int(offset))
+                          for word, offset in zip(row_words, offsets) if offset < room])
+    return positions
+
+
+def word_label_dataset(preprocessor, texts, word_labels, ignore_label, batch_size=None, shuffle=False):
+    """Batches of (features, token labels) for a token classifier from texts and one label per word: each word's
+    first piece carries its label, every other position (its other pieces, [CLS], [SEP], padding) `ignore_label`.
+    Texts are tokenized once, here, rather than inside the pipeline.
+
+    Example:
+    ```python
+    from kzoo.text.task_inputs import word_label_dataset
+
+    preprocessor = kzoo.text.BertPreprocessor(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "cat", "##s", "sat"], 6)
+    [(features, labels)] = word_label_dataset(preprocessor, ["Cats sat"], [[1, 0]], ignore_label=-100)
+    labels  # [[-100, 1, -100, 0, -100, -100]]
+    ```
+    """
+    if isinstance(texts, str) or not is_text(texts) or isinstance(texts, tuple):
+        raise ValueError("a token classifier trains on a list of texts with one list of word labels each.")
+    positions = word_positions(preprocessor, texts)
+    words = [words for words in preprocessor.word_pieces(_as_batch(texts))[0].to_list()]
+    if len(word_labels) != len(texts):
+        raise ValueError(f"{len(word_labels)} label lists for {len(texts)} texts: give one list per text.")
+    labels = np.full((len(texts), preprocessor.sequence_length), ignore_label, np.int32)
+    for row, (kept, row_words, row_labels) in enumerate(zip(positions, words, word_labels)):
+        if len(row_labels) != len(row_words):
+            raise ValueError(
+                f"text {row} has {len(row_words)} words ({[w.decode('utf-8') for w in row_words]}) but "
+                f"{len(row_labels)} labels: give one label per word, as BERT's basic tokenizer cuts the text "
+                "(punctuation is a word of its own)."
+            )
+        for (_, position), label in zip(kept, row_labels):
+            labels[row, position] = label
+    features = {name: value.numpy() for name, value in preprocessor(list(texts)).items()}
+    dataset = tf.data.Dataset.from_tensor_slices((features, labels))
+    if shuffle:
+        dataset = dataset.shuffle(len(texts), reshuffle_each_iteration=True)
+    return dataset.batch(batch_size or DEFAULT_BATCH_SIZE).prefetch(tf.data.AUTOTUNE)
