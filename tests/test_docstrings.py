@@ -60,7 +60,6 @@ OWNED_ELSEWHERE = {
 UNDEFINED = "uses {} without importing it (the namespace holds only kzoo, np, keras and tf)"
 BROKEN_ELSEWHERE = {
     "kzoo.models.bert_pretrainer.BertPretrainer": "calls pretraining_dataset(...) without its tokenizer argument",
-    "kzoo.models.bert_question_answerer.BertQuestionAnswerer": "uses undefined features",
     "kzoo.serving.contract_loader.ContractLoader": UNDEFINED.format("ContractLoader"),
     "kzoo.text.bert_basic_tokenizer.BertBasicTokenizer": UNDEFINED.format("BertBasicTokenizer"),
     "kzoo.text.sentences.split_sentences": UNDEFINED.format("split_sentences"),
