@@ -1,15 +1,11 @@
 """BertSentenceEmbedder: raw text to unit vectors, equal to transformers' mean-pooled all-MiniLM-L6-v2 outputs;
 `similarity`; pooling choices; a .keras file that embeds the same in a fresh process."""
 
-import json
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
 from kzoo.models import BertSentenceEmbedder
-from tests.models.tiny_text_checkpoint import tiny_checkpoint
+from tests.models.tiny_text_checkpoint import in_a_fresh_process, tiny_checkpoint
 
 REFERENCE = "tests/data/bert_checkpoint_reference/reference.npz"
 TEXTS = ["the film is good", "a dull movie", "the cat sat on the mat", "where is paris"]
@@ -58,10 +54,7 @@ def test_cls_and_pooled_poolings(embedder):
 def test_a_saved_embedder_embeds_the_same_in_a_fresh_process(embedder, tmp_path):
     path = tmp_path / "embedder.keras"
     embedder.save(path)
-    script = (f"import json, keras, kzoo; model = keras.saving.load_model({str(path)!r}); "
-              f"print(json.dumps(model.predict({TEXTS!r}, verbose=0).tolist()))")
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-    np.testing.assert_allclose(json.loads(result.stdout.strip().splitlines()[-1]),
+    np.testing.assert_allclose(in_a_fresh_process(path, f"model.predict({TEXTS!r}, verbose=0).tolist()"),
                                embedder.predict(TEXTS, verbose=0), atol=1e-5)
 
 

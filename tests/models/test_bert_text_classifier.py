@@ -1,17 +1,13 @@
 """BertClassifier on raw text: made from a checkpoint with its preprocessor, fit/evaluate/predict on strings, pairs
 and tf.data of strings, label names, and a .keras file that predicts the same in a fresh process."""
 
-import json
-import subprocess
-import sys
-
 import keras
 import numpy as np
 import pytest
 import tensorflow as tf
 
 from kzoo.models import BertClassifier
-from tests.models.tiny_text_checkpoint import POSITIONS, tiny_checkpoint
+from tests.models.tiny_text_checkpoint import POSITIONS, in_a_fresh_process, tiny_checkpoint
 
 TEXTS = ["the film is good", "a dull movie", "great film !", "bad , bad movie", "a fine cat", "the dog sat"]
 SECOND = ["a movie", "the cat", "good", "dull", "fine film", "bad dog"]
@@ -77,10 +73,8 @@ def test_fit_and_evaluate_on_strings(classifier):
 def test_a_saved_classifier_predicts_the_same_in_a_fresh_process(classifier, tmp_path):
     path = tmp_path / "classifier.keras"
     classifier.save(path)
-    script = (f"import json, keras, kzoo; model = keras.saving.load_model({str(path)!r}); "
-              f"print(json.dumps([model.predict({TEXTS!r}, verbose=0).tolist(), model.predict_labels({TEXTS!r})]))")
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
-    logits, names = json.loads(result.stdout.strip().splitlines()[-1])
+    logits, names = in_a_fresh_process(
+        path, f"[model.predict({TEXTS!r}, verbose=0).tolist(), model.predict_labels({TEXTS!r})]")
     np.testing.assert_allclose(logits, classifier.predict(TEXTS, verbose=0), atol=1e-5)
     assert names == classifier.predict_labels(TEXTS)
 

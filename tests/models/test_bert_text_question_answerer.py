@@ -6,7 +6,7 @@ import pytest
 
 from kzoo.layers.masks import MASKED_LOGIT
 from kzoo.models import BertQuestionAnswerer
-from tests.models.tiny_text_checkpoint import VOCABULARY
+from tests.models.tiny_text_checkpoint import VOCABULARY, in_a_fresh_process
 
 QUESTIONS = ["who lives in london?", "where is the cat?"]
 CONTEXTS = ["the cat lives in paris.", "the cat sat on the mat in london"]
@@ -49,3 +49,9 @@ def test_a_trained_reader_answers_with_the_context_word(reader):
     assert reader.predict_answers(QUESTIONS[0], CONTEXTS[0]) == "paris"
     with pytest.raises(ValueError, match="has no preprocessor"):
         BertQuestionAnswerer(reader.backbone).predict_answers(QUESTIONS, CONTEXTS)
+
+
+def test_a_saved_reader_answers_the_same_in_a_fresh_process(reader, tmp_path):
+    reader.save(tmp_path / "reader.keras")
+    expression = f"model.predict_answers({QUESTIONS!r}, {CONTEXTS!r})"
+    assert in_a_fresh_process(tmp_path / "reader.keras", expression) == reader.predict_answers(QUESTIONS, CONTEXTS)

@@ -6,7 +6,7 @@ import pytest
 
 from kzoo.models import BertTokenClassifier
 from kzoo.text.task_inputs import word_label_dataset, word_positions
-from tests.models.tiny_text_checkpoint import VOCABULARY
+from tests.models.tiny_text_checkpoint import VOCABULARY, in_a_fresh_process
 
 TEXTS = ["Who lives in Paris?", "The cat sat on the mat.", "London is great!"]
 WORD_LABELS = [[0, 0, 0, 1, 0], [0, 0, 0, 0, 0, 0, 0], [1, 0, 0, 0]]  # 1: a place
@@ -46,6 +46,9 @@ def test_fit_on_word_labels_and_predict_word_labels(tagger):
         positions = [position for _, position in word_positions(tagger.preprocessor, [TEXTS[row]])[0]]
         assert [label for _, label in words] == [NAMES[i] for i in logits[row, positions].argmax(-1)]
     assert [label for _, label in tagger.predict_labels(TEXTS[0])] == [NAMES[i] for i in WORD_LABELS[0]]
-    restored = BertTokenClassifier.from_config(tagger.get_config())
-    restored.set_weights(tagger.get_weights())
-    assert restored.predict_labels(TEXTS) == labelled
+
+
+def test_a_saved_tagger_labels_the_same_words_in_a_fresh_process(tagger, tmp_path):
+    tagger.save(tmp_path / "tagger.keras")
+    loaded = in_a_fresh_process(tmp_path / "tagger.keras", f"model.predict_labels({TEXTS!r})")
+    assert loaded == [[list(pair) for pair in words] for words in tagger.predict_labels(TEXTS)]
