@@ -6,7 +6,7 @@ STAMP := $(VENV)/.kzoo-installed
 export TF_CPP_MIN_LOG_LEVEL ?= 2
 export PYTHONHASHSEED := 0
 
-.PHONY: install test test-slow bench demo clean
+.PHONY: install test test-slow bench demo notebooks clean
 
 install: $(STAMP)
 
@@ -26,9 +26,10 @@ JAX_TESTS := tests/layers tests/models
 
 test: $(STAMP)
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile
-	# The backend-free core again, under Keras's JAX backend.
-	KERAS_BACKEND=jax $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile $(JAX_TESTS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
+	# The backend-free core again, under Keras's JAX backend (parameter counts, which no backend changes, once only).
+	KERAS_BACKEND=jax $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=10 \
+		-m "not slow and not backend_independent" $(JAX_TESTS)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
@@ -38,6 +39,11 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_decoding.py --output benchmarks/RESULTS.md
 	$(PY) benchmarks/bench_bert.py --output benchmarks/RESULTS.md
 	$(PY) benchmarks/bench_serving.py --output benchmarks/RESULTS.md
+	$(PY) benchmarks/bench_translation_serving.py --output benchmarks/RESULTS.md
+
+# Executes every recipe notebook with a few minutes' budget and writes it back with its outputs (runs/notebooks/).
+notebooks: $(STAMP)
+	$(PY) recipes/execute_notebooks.py
 
 demo: $(STAMP)
 	$(PY) -m kzoo.demo --output runs/demo-$$(date +%Y%m%d-%H%M%S)

@@ -20,8 +20,8 @@ import statistics
 from dataclasses import asdict, dataclass
 
 import keras
-import keras_hub
 import tensorflow as tf
+from bert_models import BUILDERS, Config, backbone_flops, training_flops_per_step
 from results_file import environment, replace_section
 from timing import (
     MATMUL_RUNS,
@@ -38,32 +38,10 @@ from timing import (
     training_rows,
 )
 
-import kzoo
-
 SECTION = "bert-speed"
 INFERENCE_CALLS = {1: 10, 64: 1}  # inference batch size -> calls timed per repeat
 TARGETS = {"float32": 1.0, "mixed_bfloat16": 1.2}  # the issue's targets for kzoo / keras-hub training tokens/s
 EARLIER_KERAS_HUB = {"float32": 1600, "mixed_bfloat16": 2300}  # keras-hub training tokens/s quoted in the issue
-
-
-@dataclass(frozen=True)
-class Config:
-    vocabulary_size: int = 30522
-    num_layers: int = 4
-    hidden_dim: int = 512
-    num_heads: int = 8
-    intermediate_dim: int = 2048
-    max_sequence_length: int = 512
-    dropout: float = 0.1
-    batch_size: int = 32
-    sequence_length: int = 128
-    masked_positions: int = 20  # BERT's max_predictions_per_seq for 128-token sequences
-    learning_rate: float = 1e-4
-
-    @property
-    def tokens_per_step(self):
-        """Tokens in one training batch (all of them go through the encoder)."""
-        return self.batch_size * self.sequence_length
 
 
 @dataclass
@@ -77,63 +55,6 @@ class Run:
 
 # === Models ===
 
-
-def optimizer(config):
-    """The optimizer of every contender: AdamW with BERT's settings, no weight decay on biases and layer norms."""
-    adamw = keras.optimizers.AdamW(config.learning_rate, weight_decay=0.01, epsilon=1e-6)
-    adamw.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
-    return adamw
-
-
-def kzoo_pretrainer(config, precision):
-    backbone = kzoo.bert_small(vocabulary_size=config.vocabulary_size, dropout=config.dropout, dtype=precision)
-    built = {key: getattr(backbone, key) for key in ("num_layers", "hidden_dim", "num_heads", "intermediate_dim",
-                                                       "max_sequence_length", "dropout")}
-    expected = {key: getattr(config, key) for key in built}
-    if built != expected:
-        raise ValueError(f"kzoo.bert_small built {built}, but this benchmark's Config is {expected}: make them agree.")
-    return kzoo.models.BertPretrainer(backbone)
-
-
-def build_kzoo(config, precision):
-    """`BertPretrainer` with its default losses (masked-LM + next-sentence) and metrics."""
-    model = kzoo_pretrainer(config, precision)
-    model.compile(optimizer=optimizer(config), jit_compile=False)
-    return model
-
-
-def build_kzoo_mlm_only(config, precision):
-    """The `BertPretrainer`'s inputs to its masked-LM output only, with the pretrainer's masked-LM loss and metric."""
-    pretrainer = kzoo_pretrainer(config, precision)
-    model = keras.Model(pretrainer.input, pretrainer.output["mlm"], name="kzoo_mlm_only")
-    model.backbone = pretrainer.backbone
-    model.compile(
-        optimizer=optimizer(config),
-        loss=pretrainer.default_loss()["mlm"],
-        metrics=pretrainer.default_metrics()["mlm"],
-        jit_compile=False,
-    )
-    return model
-
-
-def build_keras_hub(config, precision):
-    """keras-hub's `BertMaskedLM` with its default loss and weighted metric."""
-    backbone = keras_hub.models.BertBackbone(
-        vocabulary_size=config.vocabulary_size,
-        num_layers=config.num_layers,
-        num_heads=config.num_heads,
-        hidden_dim=config.hidden_dim,
-        intermediate_dim=config.intermediate_dim,
-        dropout=config.dropout,
-        max_sequence_length=config.max_sequence_length,
-        dtype=precision,
-    )
-    model = keras_hub.models.BertMaskedLM(backbone, preprocessor=None)
-    model.compile(optimizer=optimizer(config), jit_compile=False)
-    return model
-
-
-BUILDERS = {"kzoo": build_kzoo, "kzoo (MLM only)": build_kzoo_mlm_only, "keras-hub": build_keras_hub}
 BACKBONES = ("kzoo", "keras-hub")  # the contenders whose backbones are timed for inference
 
 
@@ -181,27 +102,6 @@ def training_batches(config):
         "kzoo (MLM only)": (kzoo_inputs, masked_ids, weights),
         "keras-hub": ({**inputs, "mask_positions": positions}, masked_ids, weights),
     }
-
-
-# === FLOPs ===
-
-
-def backbone_flops(config, batch_size):
-    """Forward matmul FLOPs of the encoder on `batch_size` sequences: per block the Q, K, V and O projections,
-    QKᵀ and AV (all heads together) and the feed-forward layer; then the pooler on [CLS]. A matmul of (m, k) by
-    (k, n) counts 2·m·k·n; embedding lookups, softmax, layer norms and element-wise work are not counted."""
-    b, s, d, f = batch_size, config.sequence_length, config.hidden_dim, config.intermediate_dim
-    block = 2 * b * s * 4 * d * d + 2 * 2 * b * s * s * d + 2 * 2 * b * s * d * f
-    pooler = 2 * b * d * d
-    return config.num_layers * block + pooler
-
-
-def training_flops_per_step(config):
-    """Matmul FLOPs of one pretraining step: the encoder, plus the masked-LM transform and tied vocabulary projection
-    at the masked positions only, times 3 for forward and backward. The next-sentence head (2·b·d·2) is left out."""
-    b, p, d, v = config.batch_size, config.masked_positions, config.hidden_dim, config.vocabulary_size
-    masked_lm = 2 * b * p * d * d + 2 * b * p * d * v
-    return 3 * (backbone_flops(config, b) + masked_lm)
 
 
 # === Timing ===

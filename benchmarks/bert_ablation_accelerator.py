@@ -36,7 +36,6 @@ import numpy as np
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
-from bert_pretraining_accelerator import import_kzoo_models  # noqa: E402  (kzoo's models without TensorFlow)
 
 STEPS = {"sst2": 1200, "mrpc": 600}  # benchmarks/bert_ablation.py's budget
 SEQUENCE_LENGTHS = {"sst2": 64, "mrpc": 128}
@@ -84,8 +83,9 @@ def features(arrays, split, rows=slice(None)):
 
 
 def train(data, output, seeds, minutes, steps_fraction=1.0):
-    models, schedules = import_kzoo_models()
+    from kzoo import models
     from kzoo.metrics import SparseF1Score
+    from kzoo.train import schedules
 
     data, output = pathlib.Path(data), pathlib.Path(output)
     output.mkdir(parents=True, exist_ok=True)

@@ -30,14 +30,12 @@ Usage:
 import argparse
 import dataclasses
 import glob
-import importlib
 import json
 import os
 import pathlib
 import re
 import sys
 import time
-import types
 
 import keras  # set KERAS_BACKEND before this runs: the train step uses "jax" where TensorFlow is absent
 import numpy as np
@@ -187,42 +185,20 @@ class RemaskedPairs(keras.utils.PyDataset):
 # === 2. train (any Keras backend) ===
 
 
-def import_kzoo_models():
-    """`kzoo.models` and `kzoo.train.schedules` without `kzoo/__init__.py`, whose data and recipe modules need
-    TensorFlow; the models themselves are written in `keras.ops` and run on every Keras backend."""
-    for name in ("kzoo", "kzoo.train"):
-        package = types.ModuleType(name)
-        package.__path__ = [str(REPO / name.replace(".", "/"))]
-        sys.modules.setdefault(name, package)
-    return importlib.import_module("kzoo.models"), importlib.import_module("kzoo.train.schedules")
+def build_pretrainer(config, vocabulary_size, train_steps, learning_rate, warmup_fraction):
+    from kzoo import models
+    from kzoo.train.schedules import WarmupLinearDecay
 
-
-def build_pretrainer(models, schedules, config, vocabulary_size, train_steps, learning_rate, warmup_fraction):
     sizes = {"bert_tiny": models.bert_tiny, "bert_mini": models.bert_mini, "bert_small": models.bert_small}
     backbone = sizes[config["preset"]](vocabulary_size=vocabulary_size, max_sequence_length=config["sequence_length"],
                                        dropout=config["dropout"])
     pretrainer = models.BertPretrainer(backbone)
-    schedule = schedules.WarmupLinearDecay(learning_rate, train_steps, int(warmup_fraction * train_steps))
+    schedule = WarmupLinearDecay(learning_rate, train_steps, int(warmup_fraction * train_steps))
     pretrainer.compile(
         optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01, epsilon=1e-6, global_clipnorm=1.0),
         steps_per_execution=4,
     )
     return pretrainer
-
-
-class TimeBudget(keras.callbacks.Callback):
-    """Stops training once `seconds` have passed, checked after every step (kzoo's own checks once an epoch)."""
-
-    def __init__(self, seconds):
-        super().__init__()
-        self.seconds = seconds
-
-    def on_train_begin(self, logs=None):
-        self.started = time.monotonic()
-
-    def on_train_batch_end(self, batch, logs=None):
-        if time.monotonic() - self.started > self.seconds:
-            self.model.stop_training = True
 
 
 class KeepBest(keras.callbacks.Callback):
@@ -243,7 +219,8 @@ class KeepBest(keras.callbacks.Callback):
 
 
 def train(shards, output, minutes, batch_size, learning_rate, warmup_fraction, seed):
-    models, schedules = import_kzoo_models()
+    from kzoo.train.callbacks import TimeBudget
+
     config = json.loads((pathlib.Path(shards) / "config.json").read_text())
     vocabulary_file = REPO / "data/wikitext2/vocab.txt"
     tokens = vocabulary_file.read_text(encoding="utf-8").splitlines()  # kzoo.text.wordpiece needs TensorFlow
@@ -257,7 +234,7 @@ def train(shards, output, minutes, batch_size, learning_rate, warmup_fraction, s
 
     # Time the step first, so that the learning-rate schedule can end (decay to zero) where the budget ends.
     keras.utils.set_random_seed(seed)
-    probe = build_pretrainer(models, schedules, config, vocabulary_size, 10_000, learning_rate, warmup_fraction)
+    probe = build_pretrainer(config, vocabulary_size, 10_000, learning_rate, warmup_fraction)
     probe.fit(batches, steps_per_epoch=64, epochs=1, verbose=0)  # compiles
     started = time.monotonic()
     probe.fit(batches, steps_per_epoch=512, epochs=1, verbose=0)
@@ -271,12 +248,12 @@ def train(shards, output, minutes, batch_size, learning_rate, warmup_fraction, s
 
     keras.utils.set_random_seed(seed)
     batches = RemaskedPairs(x, y, batch_size, replacement_ids, seed, workers=4)
-    pretrainer = build_pretrainer(models, schedules, config, vocabulary_size, train_steps, learning_rate,
+    pretrainer = build_pretrainer(config, vocabulary_size, train_steps, learning_rate,
                                   warmup_fraction)
     started = time.monotonic()
     history = pretrainer.fit(
         batches, epochs=epochs, verbose=2, validation_data=validation, validation_batch_size=32,
-        callbacks=[TimeBudget(budget), keep_best := KeepBest()],
+        callbacks=[TimeBudget(minutes=budget / 60), keep_best := KeepBest()],
     )
     train_minutes = (time.monotonic() - started) / 60
     output = pathlib.Path(output)

@@ -34,6 +34,7 @@ import traceback
 
 import bench_bert
 import bench_transformer
+import bert_models
 import keras
 import tensorflow as tf
 from results_file import environment, replace_section
@@ -81,7 +82,7 @@ def bert_family(title, preset, smoke_sizes=None, batch_size=256):
     overrides = smoke_sizes or {}
     sizes = {"intermediate_dim": 4 * SIZES[preset]["hidden_dim"], "max_sequence_length": 512, **SIZES[preset],
              **overrides}
-    config = bench_bert.Config(
+    config = bert_models.Config(
         **sizes, batch_size=batch_size, **({"sequence_length": 32, "masked_positions": 4} if smoke_sizes else {})
     )
 
@@ -92,12 +93,12 @@ def bert_family(title, preset, smoke_sizes=None, batch_size=256):
         if built != sizes:
             raise ValueError(f"kzoo.{preset} built {built}, but the benchmark's configuration is {sizes}.")
         model = kzoo.models.BertPretrainer(backbone)
-        model.compile(optimizer=bench_bert.optimizer(config))
+        model.compile(optimizer=bert_models.optimizer(config))
         return model
 
     batches = bench_bert.training_batches(config)
-    return Family(title, config, {"kzoo": build_kzoo, "keras-hub": bench_bert.build_keras_hub},
-                  {name: batches[name] for name in ("kzoo", "keras-hub")}, bench_bert.training_flops_per_step(config))
+    return Family(title, config, {"kzoo": build_kzoo, "keras-hub": bert_models.build_keras_hub},
+                  {name: batches[name] for name in ("kzoo", "keras-hub")}, bert_models.training_flops_per_step(config))
 
 
 def transformer_family(title, config):

@@ -4,6 +4,10 @@
 optimizers that saved models name), so that `keras.saving.load_model` finds every kzoo class; everything else
 (text, data, decoding, training, export, serving) is imported on first use. kzoo's own command-line tools
 (`python -m kzoo...`) defer even that until they have read their flags, so `--help` answers at once.
+
+Imported before TensorFlow, kzoo keeps TensorFlow's C++ start-up lines (absl's banner, INFO lines, the no-driver
+`cuInit` error 303 of a CPU machine) off stderr and passes every other line on (`kzoo.console`); `KZOO_TF_LOGS=1`
+shows them all.
 """
 
 import sys
@@ -54,4 +58,7 @@ def _running_a_kzoo_tool():
 
 
 if not _running_a_kzoo_tool():
+    from kzoo.console import quiet_tensorflow
+
+    quiet_tensorflow()
     register_serializables()

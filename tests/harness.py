@@ -36,10 +36,10 @@ def _assert_config_round_trip(obj, init_kwargs):
 
 def _assert_fit_step_trains(model, inputs, target):
     model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.1), loss="mse")
-    before = [w.numpy().copy() for w in model.trainable_weights]
+    before = [np.asarray(w).copy() for w in model.trainable_weights]
     history = model.fit(inputs, target, batch_size=len(target), epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0])
-    changed = [not np.allclose(b, w.numpy()) for b, w in zip(before, model.trainable_weights)]
+    changed = [not np.allclose(b, np.asarray(w)) for b, w in zip(before, model.trainable_weights)]
     assert any(changed), "one fit step changed no weight"
 
 
@@ -142,10 +142,10 @@ def run_model_test(model_fn, init_kwargs, inputs, expected_output_shape, expecte
         optimizer=keras.optimizers.Adam(1e-3), loss=keras.losses.SparseCategoricalCrossentropy(from_logits=True)
     )
     dataset = tf.data.Dataset.from_tensor_slices((inputs, labels)).batch(len(labels))
-    before = [w.numpy().copy() for w in model.trainable_weights]
+    before = [np.asarray(w).copy() for w in model.trainable_weights]
     history = model.fit(dataset, epochs=1, verbose=0)
     assert np.isfinite(history.history["loss"][0])
-    assert any(not np.allclose(b, w.numpy()) for b, w in zip(before, model.trainable_weights))
+    assert any(not np.allclose(b, np.asarray(w)) for b, w in zip(before, model.trainable_weights))
 
     for policy in MIXED_POLICIES:
         mixed = model_fn(**{**init_kwargs, "dtype": policy})
@@ -153,3 +153,45 @@ def run_model_test(model_fn, init_kwargs, inputs, expected_output_shape, expecte
         assert logits.dtype == np.float32, f"logits under {policy} are {logits.dtype}, not float32"
         assert np.all(np.isfinite(logits))
     return model
+
+
+def jacobian(fn, x):
+    """d fn(x) / d x as a numpy array of shape fn(x).shape + x.shape, on whichever backend Keras runs."""
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        x = tf.constant(x)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = fn(x)
+        return tape.jacobian(y, x).numpy()
+    if backend == "jax":
+        import jax
+
+        fn(x)  # builds any unbuilt layer outside the trace
+        return np.asarray(jax.jacobian(fn)(jax.numpy.asarray(x)))
+    raise NotImplementedError(f"jacobian() has no {backend} implementation")
+
+
+def gradients(loss_fn, variables_fn):
+    """d loss_fn() / d each of variables_fn() (a list of Keras variables), as numpy arrays.
+
+    loss_fn takes no argument and returns a scalar; variables_fn is called after loss_fn has run once, so layers
+    that loss_fn builds have their variables by then.
+    """
+    backend = keras.backend.backend()
+    if backend == "tensorflow":
+        with tf.GradientTape() as tape:
+            loss = loss_fn()
+        return [g.numpy() for g in tape.gradient(loss, variables_fn())]
+    if backend == "jax":
+        import jax
+
+        loss_fn()
+        variables = variables_fn()
+
+        def stateless_loss(values):
+            with keras.StatelessScope(state_mapping=list(zip(variables, values))):
+                return loss_fn()
+
+        return [np.asarray(g) for g in jax.grad(stateless_loss)([v.value for v in variables])]
+    raise NotImplementedError(f"gradients() has no {backend} implementation")

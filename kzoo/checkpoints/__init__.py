@@ -7,3 +7,4 @@ models that load checkpoints stay backend-free.
 
 from kzoo.checkpoints.bert_checkpoint import BertCheckpoint, bert_config, load_checkpoint_weights, read_checkpoint
 from kzoo.checkpoints.bert_releases import RELEASES, Release, cache_dir, checkpoint_folder, fetch, find_release
+from kzoo.checkpoints.vocabulary_file import read_vocabulary

@@ -45,10 +45,12 @@ import logging
 import pathlib
 import re
 
+import ml_dtypes
 import numpy as np
 
 from kzoo.checkpoints import safetensors_file
 from kzoo.checkpoints.bert_releases import checkpoint_folder
+from kzoo.checkpoints.vocabulary_file import read_vocabulary
 from kzoo.layers.activations import gelu_approximate
 
 logger = logging.getLogger("kzoo")
@@ -94,6 +96,19 @@ class BertCheckpoint:
         config: dict. The `Bert` arguments the checkpoint's configuration gives.
         tensors: dict of str to numpy array. Every tensor of the file, under its name in the file.
         vocabulary_file: pathlib.Path or None. The WordPiece vocabulary (vocab.txt) beside the weights.
+
+    Example:
+    ```python
+    import pathlib
+    tiny = pathlib.Path(kzoo.__file__).parents[1] / "tests/data/bert_checkpoint_reference/tiny_bert_for_pretraining"
+    from kzoo.checkpoints import read_checkpoint
+
+    checkpoint = read_checkpoint(tiny)  # a Hugging Face BertForPreTraining folder of 2 layers, width 32
+    assert (checkpoint.format, checkpoint.config["hidden_dim"]) == ("huggingface", 32)
+    vocabulary_size = checkpoint.config["vocabulary_size"]
+    assert checkpoint.tensors["bert.embeddings.word_embeddings.weight"].shape == (vocabulary_size, 32)
+    assert checkpoint.bert_arguments(dropout=0.0)["dropout"] == 0.0
+    ```
     """
 
     path: pathlib.Path
@@ -130,24 +145,91 @@ def read_checkpoint(path):
 
     Returns:
         A `BertCheckpoint`.
+
+    Example:
+    ```python
+    import pathlib
+    tiny = pathlib.Path(kzoo.__file__).parents[1] / "tests/data/bert_checkpoint_reference/tiny_bert_for_pretraining"
+    from kzoo.checkpoints import read_checkpoint
+
+    checkpoint = read_checkpoint(tiny)
+    assert checkpoint.config["num_layers"] == 2 and checkpoint.config["activation"] is kzoo.layers.gelu_approximate
+    ```
     """
     folder = checkpoint_folder(path)
-    google = (folder / "bert_config.json").is_file()
+    google = (folder / "bert_config.json").is_file() or any(folder.glob("*.index"))
     config_file = folder / ("bert_config.json" if google else "config.json")
-    config = bert_config(json.loads(config_file.read_text()), config_file)  # before reading the weights
+    config = bert_config(read_config_file(config_file), config_file)  # before reading the weights
     vocabulary = folder / "vocab.txt"
+    if vocabulary.is_file():
+        read_vocabulary(vocabulary)  # a binary or non-UTF-8 vocab.txt is refused here, naming the file
+    if google:
+        shapes, weights_file, read = _google_reader(folder)
+    else:
+        shapes, weights_file, read = _huggingface_reader(folder)
+    check_shapes(config, shapes, "google" if google else "huggingface", config_file, weights_file)
     return BertCheckpoint(
         path=folder,
         format="google" if google else "huggingface",
         config=config,
-        tensors=_read_google(folder) if google else _read_huggingface(folder),
+        tensors=read(),
         vocabulary_file=vocabulary if vocabulary.is_file() else None,
     )
 
 
+def read_config_file(config_file):
+    """A checkpoint's configuration file (config.json or bert_config.json) as a dict; a missing file, one that is
+    not JSON, or JSON that is not an object is an error naming the file and what was expected.
+
+    Example:
+    ```python
+    import pathlib
+    from kzoo.checkpoints.bert_checkpoint import read_config_file
+
+    pathlib.Path("config.json").write_text('{"vocab_size": 30522, "hidden_size": 768}')
+    assert read_config_file("config.json")["hidden_size"] == 768
+    pathlib.Path("config.json").write_text("[1, 2]")
+    try:
+        read_config_file("config.json")
+    except ValueError as error:
+        assert "config.json holds a JSON list; expected a BERT configuration" in str(error)
+    ```
+    """
+    config_file = pathlib.Path(config_file)
+    expected = ("expected a BERT configuration, a JSON object with vocab_size, num_hidden_layers, hidden_size and "
+                "num_attention_heads")
+    if not config_file.is_file():
+        raise FileNotFoundError(f"{config_file} does not exist: {expected}, beside the weights.")
+    try:
+        config = json.loads(config_file.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{config_file} is not UTF-8 text (byte offset {error.start}): {expected}.") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{config_file} is not JSON ({error}): {expected}.") from None
+    if not isinstance(config, dict):
+        kind = {list: "list", str: "string", int: "number", float: "number", bool: "boolean"}.get(type(config), "null")
+        raise ValueError(f"{config_file} holds a JSON {kind}; {expected}.")
+    return config
+
+
 def bert_config(config, source="the configuration"):
     """`Bert` arguments from a BERT configuration (config.json or bert_config.json, as a dict); `source` names the
-    file in errors."""
+    file in errors.
+
+    Example:
+    ```python
+    from kzoo.checkpoints import bert_config
+
+    arguments = bert_config({"vocab_size": 100, "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2,
+                             "hidden_act": "gelu"})
+    assert arguments == {"vocabulary_size": 100, "num_layers": 2, "hidden_dim": 64, "num_heads": 2,
+                         "activation": "gelu"}
+    try:
+        bert_config({"vocab_size": 100, "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 0})
+    except ValueError as error:
+        assert "num_attention_heads=0: expected a positive integer" in str(error)
+    ```
+    """
     model_type = config.get("model_type", "bert")
     if model_type != "bert":
         raise ValueError(f"{source} describes model_type={model_type!r}; kzoo's Bert reads only 'bert' checkpoints.")
@@ -170,6 +252,17 @@ def bert_config(config, source="the configuration"):
             "Bert.from_checkpoint to choose a Keras activation yourself."
         )
     arguments = {argument: config[field] for field, argument in _FIELDS.items() if field in config}
+    for field, argument in _FIELDS.items():
+        value = arguments.get(argument)
+        if argument in _SIZES and value is not None and (isinstance(value, bool) or not isinstance(value, int)
+                                                         or value < 1):
+            raise ValueError(f"{source} has {field}={value!r}: expected a positive integer.")
+        if argument in ("dropout", "layer_norm_epsilon", "initializer_range") and value is not None and (
+                isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 1):
+            raise ValueError(f"{source} has {field}={value!r}: expected a number in [0, 1).")
+    if arguments["hidden_dim"] % arguments["num_heads"]:
+        raise ValueError(f"{source} has hidden_size={arguments['hidden_dim']}, which is not divisible by "
+                         f"num_attention_heads={arguments['num_heads']}.")
     arguments["activation"] = _ACTIVATIONS[activation]
     attention_dropout = config.get("attention_probs_dropout_prob", arguments.get("dropout"))
     if attention_dropout != arguments.get("dropout"):
@@ -193,13 +286,26 @@ def load_checkpoint_weights(model, checkpoint):
     Returns:
         A dict: `loaded` (names in the file), `unused` (tensors of heads the model lacks), `ignored` (optimizer
         slots, buffers, tied copies).
+
+    Example:
+    ```python
+    import pathlib
+    tiny = pathlib.Path(kzoo.__file__).parents[1] / "tests/data/bert_checkpoint_reference/tiny_bert_for_pretraining"
+    from kzoo.checkpoints import load_checkpoint_weights, read_checkpoint
+
+    checkpoint = read_checkpoint(tiny)
+    backbone = kzoo.models.Bert(**checkpoint.bert_arguments())
+    report = load_checkpoint_weights(backbone, checkpoint)
+    assert len(report["unused"]) == 7  # the pretraining heads, which a Bert has no place for
+    np.testing.assert_array_equal(backbone.pooler.bias.numpy(), checkpoint.tensors["bert.pooler.dense.bias"])
+    ```
     """
     backbone = getattr(model, "backbone", model)
     targets = _backbone_targets(backbone)
     with_heads = hasattr(model, "masked_lm_head")
     if with_heads:
         targets.update(_head_targets(model))
-    sources = {name: _source(name, checkpoint) for name in targets}
+    sources = {name: _source(name, checkpoint.format, checkpoint.tensors) for name in targets}
 
     missing = [file_name for file_name, _ in sources.values() if file_name not in checkpoint.tensors]
     if missing:
@@ -235,6 +341,17 @@ def load_checkpoint_weights(model, checkpoint):
             "decoder that differs from them cannot be loaded.)"
         )
 
+    not_finite = []
+    for file_name in sorted(loaded):
+        array = checkpoint.tensors[file_name]
+        if array.dtype.kind == "f" or array.dtype == ml_dtypes.bfloat16:
+            bad = array.size - np.count_nonzero(np.isfinite(array))
+            if bad:
+                not_finite.append(f"{file_name} ({bad} of {array.size} values)")
+    if not_finite:
+        raise ValueError(f"{checkpoint.path}: tensors hold NaN or infinite values: {', '.join(not_finite)}. The "
+                         "checkpoint is damaged (download it again) or comes from a run that diverged; nothing was "
+                         "loaded.")
     for name, (variable, _, transposed) in targets.items():
         file_name, file_transposed = sources[name]
         array = checkpoint.tensors[file_name]
@@ -250,15 +367,89 @@ def load_checkpoint_weights(model, checkpoint):
     return {"loaded": sorted(loaded), "unused": rest, "ignored": ignored}
 
 
-def _read_huggingface(folder):
+def _huggingface_reader(folder):
+    """(every tensor's shape, the weights file, a function that reads the tensors): from the safetensors header
+    alone, before anything is allocated; a PyTorch file has to be read for its shapes."""
     if (folder / "model.safetensors").is_file():
-        return safetensors_file.read_tensors(folder / "model.safetensors")
+        file = folder / "model.safetensors"
+        header = safetensors_file.read_header(file)
+        shapes = {name: shape for name, (_, shape, _) in header[0].items()}
+        return shapes, file, lambda: safetensors_file.read_tensors(file, header)
     if (folder / "pytorch_model.bin").is_file():
-        return _read_pytorch(folder / "pytorch_model.bin")
+        tensors = _read_pytorch(folder / "pytorch_model.bin")
+        return {name: array.shape for name, array in tensors.items()}, folder / "pytorch_model.bin", lambda: tensors
     raise FileNotFoundError(
         f"{folder} has config.json but neither model.safetensors nor pytorch_model.bin (sharded and other "
         "weight files are not supported)."
     )
+
+
+def expected_shapes(config):
+    """{Google name: shape in Google's layout} of the tensors whose shapes carry every size of a configuration (`Bert`
+    arguments, as `bert_config` gives them): the embeddings, and each layer's attention and feed-forward kernels.
+
+    Example:
+    ```python
+    from kzoo.checkpoints.bert_checkpoint import expected_shapes
+
+    shapes = expected_shapes({"vocabulary_size": 100, "num_layers": 2, "hidden_dim": 8, "num_heads": 2})
+    assert shapes["bert/embeddings/word_embeddings"] == (100, 8)
+    assert shapes["bert/encoder/layer_1/intermediate/dense/kernel"] == (8, 32)  # 4 × hidden_dim by default
+    assert shapes["bert/embeddings/position_embeddings"] == (512, 8)
+    ```
+    """
+    hidden = config["hidden_dim"]
+    inner = config.get("intermediate_dim") or 4 * hidden
+    shapes = {
+        "bert/embeddings/word_embeddings": (config["vocabulary_size"], hidden),
+        "bert/embeddings/position_embeddings": (config.get("max_sequence_length", 512), hidden),
+        "bert/embeddings/token_type_embeddings": (config.get("num_segments", 2), hidden),
+        "bert/pooler/dense/kernel": (hidden, hidden),
+    }
+    for i in range(config["num_layers"]):
+        layer = f"bert/encoder/layer_{i}"
+        for part in ("self/query", "self/key", "self/value", "output/dense"):
+            shapes[f"{layer}/attention/{part}/kernel"] = (hidden, hidden)
+        shapes[f"{layer}/intermediate/dense/kernel"] = (hidden, inner)
+        shapes[f"{layer}/output/dense/kernel"] = (inner, hidden)
+    return shapes
+
+
+def check_shapes(config, shapes, format, config_file="the configuration", weights_file="the weights"):
+    """Compare a configuration (`Bert` arguments) with the tensors' shapes ({name in the file: shape}) before any
+    model is built, so that a configuration that does not describe the weights (`hidden_size: 400000`) fails at once
+    instead of allocating for it. `format` is "huggingface" or "google". Tensors the file lacks are left to
+    `load_checkpoint_weights`, which names them; a file with more or fewer encoder layers than the configuration
+    says is an error here.
+
+    Example:
+    ```python
+    from kzoo.checkpoints.bert_checkpoint import check_shapes
+
+    config = {"vocabulary_size": 100, "num_layers": 1, "hidden_dim": 400000, "num_heads": 2}
+    shapes = {"embeddings.word_embeddings.weight": (100, 8)}
+    try:
+        check_shapes(config, shapes, "huggingface", "config.json", "model.safetensors")
+    except ValueError as error:
+        assert "embeddings.word_embeddings.weight: expected (100, 400000), found (100, 8)" in str(error)
+    ```
+    """
+    mismatches = []
+    for google_name, shape in expected_shapes(config).items():
+        file_name, transposed = _source(google_name, format, shapes)
+        if file_name in shapes:
+            expected = shape[::-1] if transposed else shape
+            if tuple(shapes[file_name]) != tuple(expected):
+                mismatches.append(f"{file_name}: expected {tuple(expected)}, found {tuple(shapes[file_name])}")
+    layers = {int(m.group(1)) for name in shapes for m in [re.search(r"layer[._](\d+)[./]", name)] if m}
+    if layers and max(layers) + 1 != config["num_layers"]:
+        mismatches.append(f"{max(layers) + 1} encoder layers, but num_hidden_layers={config['num_layers']}")
+    if mismatches:
+        raise ValueError(
+            f"{config_file} does not describe the tensors of {weights_file} ({len(mismatches)} disagree), so no "
+            "model was built:\n  " + "\n  ".join(mismatches[:12])
+            + (f"\n  and {len(mismatches) - 12} more" if len(mismatches) > 12 else "")
+        )
 
 
 def _read_pytorch(file):
@@ -274,7 +465,8 @@ def _read_pytorch(file):
     return {name: (t.float() if t.is_floating_point() else t).numpy() for name, t in state.items()}
 
 
-def _read_google(folder):
+def _google_reader(folder):
+    """Like `_huggingface_reader`, for a Google checkpoint: shapes from the checkpoint's index."""
     indexes = sorted(folder.glob("*.index"))
     if len(indexes) != 1:
         raise FileNotFoundError(
@@ -283,19 +475,25 @@ def _read_google(folder):
         )
     import tensorflow as tf  # here, not at the top: kzoo's models also run on Keras's other backends
 
-    reader = tf.train.load_checkpoint(str(indexes[0].with_suffix("")))
-    return {name: reader.get_tensor(name) for name in reader.get_variable_to_shape_map()}
+    try:
+        reader = tf.train.load_checkpoint(str(indexes[0].with_suffix("")))
+        shapes = {name: tuple(shape) for name, shape in reader.get_variable_to_shape_map().items()}
+    except (tf.errors.OpError, ValueError) as error:
+        raise ValueError(f"{indexes[0]} is not a readable TensorFlow checkpoint ({error.__class__.__name__}: "
+                         f"{str(error).splitlines()[0]}); download the checkpoint again.") from None
+    return shapes, indexes[0], lambda: {name: reader.get_tensor(name) for name in shapes}
 
 
-def _source(google_name, checkpoint):
-    """The name of `google_name` in the checkpoint's file, and whether the file stores it transposed to Google."""
-    if checkpoint.format == "google":
+def _source(google_name, format, names):
+    """The name of `google_name` among a checkpoint file's tensor `names`, and whether the file stores it transposed
+    to Google; `format` is "huggingface" or "google"."""
+    if format == "google":
         return google_name, False
     candidates, transposed = _huggingface_names(google_name)
-    found = [c for c in candidates if c in checkpoint.tensors]
+    found = [c for c in candidates if c in names]
     if found:
         return found[0], transposed
-    prefixed = any(n.startswith("bert.") for n in checkpoint.tensors)
+    prefixed = any(n.startswith("bert.") for n in names)
     unprefixed = [c for c in candidates if not c.startswith("bert.")]
     return (candidates[0] if prefixed or not unprefixed else unprefixed[0]), transposed
 
@@ -328,7 +526,7 @@ def _huggingface_names(google_name):
 def _is_tied_copy(copy, original, checkpoint):
     if checkpoint.format != "huggingface" or copy not in checkpoint.tensors:
         return False
-    original_name, _ = _source(original, checkpoint)
+    original_name, _ = _source(original, checkpoint.format, checkpoint.tensors)
     original_tensor = checkpoint.tensors.get(original_name)
     return original_tensor is not None and np.array_equal(checkpoint.tensors[copy], original_tensor)
 

@@ -9,15 +9,18 @@ a re-trained BERT-Base under the same name as the original: "uncased_L-12_H-768_
 
 `fetch(name)` downloads `https://storage.googleapis.com/bert_models/<date>/<name>.zip` once and unzips it into
 `<cache>/bert_models/<date>/<name>/`, where `<cache>` is `$KZOO_CACHE_DIR` or `~/.cache/kzoo`. The archive is
-written to a temporary file beside the cache folder, verified, unzipped into a temporary folder, and only then
-renamed into place: an interrupted or failed download leaves no folder that could be taken for a whole checkpoint.
+written to a part file beside the cache folder (locked while it is written, taken over by the next try if a download
+is killed), verified, unzipped into a temporary folder, and only then renamed into place: an interrupted or failed
+download leaves no folder that could be taken for a whole checkpoint.
 
 What is verified: the archive's SHA-256 when `Release.sha256` is known (Google publishes none, so the entries here
 have none); otherwise that the file is a zip archive whose every member passes its CRC-32 check (which catches
-truncated and corrupted downloads), that it holds `bert_config.json`, `vocab.txt` and a `bert_model.ckpt`
-checkpoint (index and data), that no member would unzip outside its folder, and that the configuration has the
-number of layers, width and heads the name promises. The tensors' shapes are then checked against the
-configuration when the checkpoint is loaded (`kzoo.checkpoints.bert_checkpoint`).
+truncated and corrupted downloads), that it holds exactly one `bert_config.json`, a `vocab.txt` and a
+`bert_model.ckpt` checkpoint (index and data), that no member name repeats or would unzip outside its folder, that
+it unpacks to no more than `MAX_UNPACK_RATIO` times its size (and `MAX_UNPACKED_BYTES`), and that the configuration
+has the number of layers, width and heads the name promises; the configuration unpacked must be the one verified.
+The tensors' shapes are then checked against the configuration when the checkpoint is loaded
+(`kzoo.checkpoints.bert_checkpoint`).
 
 Example:
 ```python
@@ -31,6 +34,7 @@ References:
 """
 
 import dataclasses
+import fcntl
 import hashlib
 import http.client
 import json
@@ -41,12 +45,20 @@ import shutil
 import tempfile
 import urllib.request
 import zipfile
+import zlib
 
 import keras
 
 BASE_URL = "https://storage.googleapis.com/bert_models"
 _SIZES = re.compile(r"_L-(\d+)_H-(\d+)_A-(\d+)$")
-_REQUIRED = ("bert_config.json", "vocab.txt", "bert_model.ckpt.index")
+_CONFIG = "bert_config.json"
+_REQUIRED = (_CONFIG, "vocab.txt", "bert_model.ckpt.index")
+# An archive's unpacked size is bounded before anything is unpacked. The largest release (BERT-Large) unpacks to
+# about 1.3 GB from a zip of about the same size: float weights hardly compress.
+MAX_UNPACKED_BYTES = 4 << 30
+MAX_UNPACK_RATIO = 4
+# Files that make a folder a checkpoint (its configuration, or weights without which config.json is named missing).
+_CHECKPOINT_FILES = ("bert_config.json", "config.json", "model.safetensors", "pytorch_model.bin")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -57,6 +69,15 @@ class Release:
         date: str. The folder of the release on Google's bucket, e.g. "2020_02_20".
         name: str. The archive's name without ".zip", e.g. "uncased_L-4_H-512_A-8".
         sha256: str, optional. The archive's SHA-256, checked after download when given.
+
+    Example:
+    ```python
+    from kzoo.checkpoints import find_release
+
+    release = find_release("uncased_L-4_H-512_A-8")
+    assert release.url == "https://storage.googleapis.com/bert_models/2020_02_20/uncased_L-4_H-512_A-8.zip"
+    assert release.sizes == {"num_layers": 4, "hidden_dim": 512, "num_heads": 8}
+    ```
     """
 
     date: str
@@ -107,17 +128,53 @@ RELEASES = _releases()
 
 
 def cache_dir():
-    """`$KZOO_CACHE_DIR`, or `~/.cache/kzoo` when it is not set."""
+    """`$KZOO_CACHE_DIR`, or `~/.cache/kzoo` when it is not set.
+
+    Example:
+    ```python
+    import os, pathlib
+    from kzoo.checkpoints import cache_dir
+
+    os.environ["KZOO_CACHE_DIR"] = "/data/kzoo"
+    assert cache_dir() == pathlib.Path("/data/kzoo")
+    del os.environ["KZOO_CACHE_DIR"]
+    assert cache_dir() == pathlib.Path.home() / ".cache" / "kzoo"
+    ```
+    """
     return pathlib.Path(os.environ.get("KZOO_CACHE_DIR") or pathlib.Path.home() / ".cache" / "kzoo")
 
 
 def find_release(name):
-    """The `Release` called `name` ("uncased_L-4_H-512_A-8" or "2020_02_20/uncased_L-4_H-512_A-8"), or None."""
+    """The `Release` called `name` ("uncased_L-4_H-512_A-8" or "2020_02_20/uncased_L-4_H-512_A-8"), or None.
+
+    Example:
+    ```python
+    from kzoo.checkpoints import find_release
+
+    assert find_release("uncased_L-12_H-768_A-12").date == "2018_10_18"  # the original BERT-Base
+    assert find_release("2020_02_20/uncased_L-12_H-768_A-12").date == "2020_02_20"  # its re-trained namesake
+    assert find_release("uncased_L-3_H-100_A-1") is None
+    ```
+    """
     return RELEASES.get(str(name))
 
 
 def resolve(weights):
-    """A local checkpoint folder for `weights`: an existing path as it is, a release name fetched into the cache."""
+    """A local checkpoint folder for `weights`: an existing path as it is, a release name fetched into the cache.
+
+    Example:
+    ```python
+    import pathlib
+    from kzoo.checkpoints.bert_releases import resolve
+
+    pathlib.Path("my_checkpoint").mkdir()
+    assert resolve("my_checkpoint") == pathlib.Path("my_checkpoint")  # a folder is used as it is
+    try:
+        resolve("uncased_L-3_H-100_A-1")
+    except FileNotFoundError as error:
+        assert "neither an existing checkpoint folder nor a published BERT release" in str(error)
+    ```
+    """
     path = pathlib.Path(weights).expanduser()
     if path.exists():
         return path
@@ -133,13 +190,24 @@ def resolve(weights):
 
 def checkpoint_folder(weights):
     """The folder holding a checkpoint's files (config.json or bert_config.json) for `weights`: a folder, the
-    folder's one subfolder (as some zips unpack), or a release name fetched into the cache."""
+    folder's one subfolder (as some zips unpack), or a release name fetched into the cache.
+
+    Example:
+    ```python
+    import pathlib
+    from kzoo.checkpoints import checkpoint_folder
+
+    pathlib.Path("download/uncased_L-2_H-128_A-2").mkdir(parents=True)  # as a 2018 zip unpacks: one subfolder
+    pathlib.Path("download/uncased_L-2_H-128_A-2/bert_config.json").write_text("{}")
+    assert checkpoint_folder("download") == pathlib.Path("download/uncased_L-2_H-128_A-2")
+    ```
+    """
     path = resolve(weights)
     if not path.is_dir():
         raise FileNotFoundError(f"{path} is not a folder; pass the folder that holds the checkpoint's files.")
 
-    def is_checkpoint(folder):
-        return (folder / "bert_config.json").is_file() or (folder / "config.json").is_file()
+    def is_checkpoint(folder):  # a configuration or weights: a folder with weights but no config.json is refused
+        return any((folder / name).is_file() for name in _CHECKPOINT_FILES) or any(folder.glob("*.ckpt*.index"))
 
     if is_checkpoint(path):
         return path
@@ -154,7 +222,25 @@ def checkpoint_folder(weights):
 
 
 def fetch(release):
-    """The folder of the unzipped `release` (a `Release` or its name), downloaded and verified on first use."""
+    """The folder of the unzipped `release` (a `Release` or its name), downloaded and verified on first use.
+
+    The download goes to `<cache>/bert_models/<date>/.<name>.zip.part`, locked while it is written: a second
+    process fetching the same release waits for the first and then uses its folder, and the part file a killed
+    download leaves behind is taken over (rewritten) by the next try and removed when it ends.
+
+    Example:
+    ```python
+    import os
+    from kzoo.checkpoints.bert_releases import fetch
+
+    os.environ["KZOO_CACHE_DIR"] = "cache"  # here: an empty cache, and no internet
+    try:
+        fetch("uncased_L-2_H-128_A-2")
+    except OSError as error:  # the message says which URL to download and where to unzip it
+        assert "uncased_L-2_H-128_A-2.zip" in str(error) and "bert_models/2020_02_20" in str(error)
+    del os.environ["KZOO_CACHE_DIR"]
+    ```
+    """
     if not isinstance(release, Release):
         name, release = release, find_release(release)
         if release is None:
@@ -163,26 +249,51 @@ def fetch(release):
     folder = release.folder
     if (folder / "bert_config.json").is_file():
         return folder
+    _refuse_partial_folder(release, folder)
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    part = folder.parent / f".{release.name}.zip.part"
+    descriptor = os.open(part, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        fcntl.flock(descriptor, fcntl.LOCK_EX)  # another process fetching this release: wait for it
+        if (folder / "bert_config.json").is_file():
+            return folder  # it finished while this one waited
+        _refuse_partial_folder(release, folder)
+        _remove_leftovers(release, folder, part)
+        try:
+            _download(release, folder, part)
+            _verify(release, part)
+            _unzip(release, part, folder)
+        finally:
+            part.unlink(missing_ok=True)
+    finally:
+        os.close(descriptor)
+    return folder
+
+
+def _refuse_partial_folder(release, folder):
     if folder.exists() and any(folder.iterdir()):
         raise FileExistsError(
             f"{folder} exists but holds no bert_config.json, so it is not a whole checkpoint. Remove the folder to "
             f"download {release.url} again, or unzip that archive so that {folder / 'bert_config.json'} exists."
         )
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    archive = _download(release, folder)
-    try:
-        _verify(release, archive)
-        _unzip(archive, folder)
-    finally:
-        archive.unlink()
-    return folder
 
 
-def _download(release, folder):
-    descriptor, temporary = tempfile.mkstemp(prefix=f".{release.name}.", suffix=".zip.part", dir=folder.parent)
-    temporary = pathlib.Path(temporary)
+def _remove_leftovers(release, folder, part):
+    """What killed fetches of this release left (called under its lock): unzip folders, and the part files of
+    kzoo versions that named them at random."""
+    for path in folder.parent.glob(f".{release.name}.*.part"):
+        if path == part:
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
+
+
+def _download(release, folder, part):
     try:
-        with os.fdopen(descriptor, "wb") as file, urllib.request.urlopen(release.url, timeout=60) as response:
+        with open(part, "r+b") as file, urllib.request.urlopen(release.url, timeout=60) as response:
+            file.truncate(0)  # a killed download's bytes are not reused: the archive is verified whole
             total = int(response.headers.get("Content-Length") or 0) or None
             progress = keras.utils.Progbar(total, unit_name="byte") if total else None
             while chunk := response.read(1 << 20):
@@ -190,16 +301,11 @@ def _download(release, folder):
                 if progress:
                     progress.add(len(chunk))
     except (OSError, http.client.HTTPException) as error:  # urllib.error.URLError is an OSError
-        temporary.unlink()
         raise OSError(
             f"Could not download {release.url} ({error}). Download that file where the internet is reachable and "
             f"unzip it so that its files (bert_config.json, vocab.txt, bert_model.ckpt.*) lie directly in {folder}, "
             "or pass the unzipped folder itself as weights=."
         ) from error
-    except BaseException:
-        temporary.unlink()
-        raise
-    return temporary
 
 
 def _verify(release, archive):
@@ -215,49 +321,80 @@ def _verify(release, archive):
             )
     try:
         with zipfile.ZipFile(archive) as zip_file:
+            infos = zip_file.infolist()
+            _check_members(release, archive, infos)
             broken = zip_file.testzip()
-            members = zip_file.namelist()
-            config_member = next((m for m in members if pathlib.PurePosixPath(m).name == "bert_config.json"), None)
-            config_text = zip_file.read(config_member) if config_member else None
-    except (zipfile.BadZipFile, EOFError, OSError) as error:
-        raise ValueError(f"{release.url} did not download as a whole zip archive ({error}). Nothing was cached; "
-                         "try again.") from error
+            config_member = next(m.filename for m in infos if pathlib.PurePosixPath(m.filename).name == _CONFIG)
+            config_text = zip_file.read(config_member)
+    except (zipfile.BadZipFile, EOFError, OSError, zlib.error) as error:
+        raise ValueError(f"{release.url} did not download as a whole zip archive ({type(error).__name__}: {error}). "
+                         "Nothing was cached; try again.") from None
     if broken is not None:
         raise ValueError(f"{release.url}: the member {broken} fails its CRC check. Nothing was cached; try again.")
-    root = config_member[: -len("bert_config.json")] if config_member else ""
+    try:
+        config = json.loads(config_text)
+    except ValueError as error:
+        raise ValueError(f"{release.url}: {config_member} is not JSON ({error}). Nothing was cached.") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{release.url}: {config_member} holds a JSON {type(config).__name__}, not a BERT "
+                         "configuration object. Nothing was cached.")
+    found = {"num_layers": config.get("num_hidden_layers"), "hidden_dim": config.get("hidden_size"),
+             "num_heads": config.get("num_attention_heads")}
+    if found != release.sizes:
+        raise ValueError(f"{release.url}: bert_config.json describes {found}, but the name promises {release.sizes}. "
+                         "Nothing was cached.")
+    return config_text
+
+
+def _check_members(release, archive, infos):
+    """Refuse, from the zip's directory alone, an archive that is not one checkpoint: duplicate or unsafe names,
+    anything but exactly one bert_config.json, missing files, or more unpacked bytes than a checkpoint can have."""
+    members = [info.filename for info in infos]
+    duplicates = sorted({m for m in members if members.count(m) > 1})
+    if duplicates:
+        raise ValueError(f"{release.url} holds {', '.join(duplicates)} more than once: an archive whose member "
+                         "names repeat could be verified with one file and unpacked with another. Nothing was cached.")
+    unsafe = [m for m in members if m.startswith("/") or ".." in pathlib.PurePosixPath(m).parts]
+    if unsafe:
+        raise ValueError(f"{release.url} has members that would unzip outside their folder: {unsafe}.")
+    configs = [m for m in members if pathlib.PurePosixPath(m).name == _CONFIG]
+    if len(configs) > 1:
+        raise ValueError(f"{release.url} holds {len(configs)} {_CONFIG} files ({', '.join(configs)}); a checkpoint "
+                         "archive holds one. Nothing was cached.")
+    root = configs[0][: -len(_CONFIG)] if configs else ""
     missing = [name for name in _REQUIRED if root + name not in members]
     if not any(m.startswith(root + "bert_model.ckpt.data-") for m in members):
         missing.append("bert_model.ckpt.data-*")
     if missing:
         raise ValueError(f"{release.url} lacks {', '.join(missing)} (it holds {', '.join(members)}): it is not a "
                          "BERT checkpoint archive. Nothing was cached.")
-    unsafe = [m for m in members if m.startswith("/") or ".." in pathlib.PurePosixPath(m).parts]
-    if unsafe:
-        raise ValueError(f"{release.url} has members that would unzip outside their folder: {unsafe}.")
-    try:
-        config = json.loads(config_text)
-    except ValueError as error:
-        raise ValueError(f"{release.url}: {config_member} is not JSON ({error}). Nothing was cached.") from error
-    found = {"num_layers": config.get("num_hidden_layers"), "hidden_dim": config.get("hidden_size"),
-             "num_heads": config.get("num_attention_heads")}
-    if found != release.sizes:
-        raise ValueError(f"{release.url}: bert_config.json describes {found}, but the name promises {release.sizes}. "
-                         "Nothing was cached.")
+    unpacked = sum(info.file_size for info in infos)  # zipfile never writes more than a member's stated size
+    limit = min(MAX_UNPACKED_BYTES, MAX_UNPACK_RATIO * archive.stat().st_size)
+    if unpacked > limit:
+        raise ValueError(f"{release.url} would unpack {archive.stat().st_size} bytes into {unpacked}, more than the "
+                         f"{limit} a BERT checkpoint can need (its float weights hardly compress; at most "
+                         f"{MAX_UNPACK_RATIO}× the archive and {MAX_UNPACKED_BYTES} bytes in all). Nothing was cached.")
 
 
-def _unzip(archive, folder):
-    # Unzip beside the destination, then rename: the destination appears whole or not at all.
-    temporary = pathlib.Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".part", dir=folder.parent))
+def _unzip(release, archive, folder):
+    """Unzip beside the destination, check that the configuration unpacked is the one verified, then rename: the
+    destination appears whole or not at all."""
+    temporary = pathlib.Path(tempfile.mkdtemp(prefix=f".{release.name}.", suffix=".part", dir=folder.parent))
     try:
-        with zipfile.ZipFile(archive) as zip_file:
-            zip_file.extractall(temporary)
-        root = next(temporary.rglob("bert_config.json")).parent  # the 2018 archives hold one folder, 2020's none
+        try:
+            with zipfile.ZipFile(archive) as zip_file:
+                config = next(m for m in zip_file.namelist() if pathlib.PurePosixPath(m).name == _CONFIG)
+                verified = zip_file.read(config)
+                zip_file.extractall(temporary)
+        except (zipfile.BadZipFile, EOFError, zlib.error) as error:
+            raise ValueError(f"{release.url} did not unzip ({type(error).__name__}: {error}). Nothing was cached; "
+                             "try again.") from None
+        configs = list(temporary.rglob(_CONFIG))
+        if len(configs) != 1 or configs[0].read_bytes() != verified:
+            raise ValueError(f"{release.url} unpacked to other files than the ones verified. Nothing was cached.")
+        root = configs[0].parent  # the 2018 archives hold one folder, 2020's none
         if folder.exists():
             folder.rmdir()  # empty (checked by `fetch`)
-        try:
-            os.rename(root, folder)
-        except OSError:
-            if not (folder / "bert_config.json").is_file():  # else another process has just put it in place
-                raise
+        os.rename(root, folder)
     finally:
         shutil.rmtree(temporary, ignore_errors=True)

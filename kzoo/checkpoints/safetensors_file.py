@@ -25,7 +25,19 @@ _MAX_HEADER_BYTES = 100 * 2**20  # the reference implementation refuses larger h
 
 def read_header(path):
     """{name: (numpy dtype, shape tuple, (begin, end) byte offsets)} for every tensor of a .safetensors file, and the
-    offset of the first tensor byte. Errors name the file and what is wrong with it."""
+    offset of the first tensor byte. Errors name the file and what is wrong with it.
+
+    Example:
+    ```python
+    from safetensors.numpy import save_file
+    from kzoo.checkpoints.safetensors_file import read_header
+
+    save_file({"embeddings": np.zeros((30522, 768), np.float32)}, "model.safetensors")
+    tensors, data_start = read_header("model.safetensors")  # nothing of the 94 MB is read or allocated
+    dtype, shape, (begin, end) = tensors["embeddings"]
+    assert (dtype, shape, end - begin) == (np.float32, (30522, 768), 30522 * 768 * 4)
+    ```
+    """
     path = pathlib.Path(path)
     size = path.stat().st_size
     with open(path, "rb") as file:
@@ -64,7 +76,17 @@ def read_header(path):
 
 
 def read_tensors(path, header=None):
-    """Every tensor of a .safetensors file as a numpy array, by name. `header` is `read_header(path)`, if read."""
+    """Every tensor of a .safetensors file as a numpy array, by name. `header` is `read_header(path)`, if read.
+
+    Example:
+    ```python
+    from safetensors.numpy import save_file
+    from kzoo.checkpoints.safetensors_file import read_tensors
+
+    save_file({"bias": np.arange(3, dtype=np.float32)}, "model.safetensors")
+    np.testing.assert_array_equal(read_tensors("model.safetensors")["bias"], [0.0, 1.0, 2.0])
+    ```
+    """
     tensors, data_start = header or read_header(path)
     with open(path, "rb") as file:
         arrays = {}

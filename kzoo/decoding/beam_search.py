@@ -7,7 +7,7 @@ from kzoo.layers.masks import MASKED_LOGIT
 from kzoo.text import END, START
 
 
-def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalty=0.6):
+def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalty=0.6, return_steps=False):
     """The `beam_size` most likely translations of each sentence, kept apart as alive and finished hypotheses.
 
     Each step extends every alive hypothesis by every token and keeps the 2·beam_size best extensions. Those that end
@@ -28,6 +28,17 @@ def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalt
 
     Returns:
         int32 tensor (batch, the largest limit): the best hypothesis of each sentence, end token included, 0-padded.
+
+    Example:
+    ```python
+    from kzoo.decoding import beam_search
+    from kzoo.text import END
+
+    model = kzoo.models.Transformer(40, num_encoder_layers=1, num_decoder_layers=1, hidden_dim=16, num_heads=2,
+                                    intermediate_dim=32)
+    ids = beam_search(model, tf.constant([[5, 6, 7, 2], [8, 2, 0, 0]]), tf.constant([6, 4]), beam_size=3)
+    assert ids.shape == (2, 6) and END in ids.numpy()[1, :4].tolist()  # each sentence ends by its own limit
+    ```
     """
     if beam_size < 1:
         raise ValueError(f"beam_size={beam_size} must be at least 1.")
@@ -46,7 +57,10 @@ def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalt
     def gather(values, indices):  # values (batch, n, ...), indices (batch, k) -> (batch, k, ...)
         return tf.gather(values, indices, batch_dims=1)
 
-    def step(i, last_token, alive_seq, alive_log_probs, finished_seq, finished_scores, cache):
+    def step(i, last_token, alive_seq, alive_log_probs, finished_seq, finished_scores, cache, rows):
+        # The previous step's reordering of the cache rows is applied here, before this step writes its position:
+        # the scatter then updates the gather's fresh tensor in place instead of copying the whole cache again.
+        cache = {"self": tf.nest.map_structure(lambda t: tf.gather(t, rows), cache["self"]), "cross": cache["cross"]}
         logits, cache = model.decode_step(last_token[:, None], i, cache, encoder_padding_mask)
         logits = force_end(tf.cast(logits[:, 0], tf.float32), i, beam_limits)
         log_probs = tf.nn.log_softmax(logits)  # (batch·beam, V)
@@ -59,16 +73,15 @@ def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalt
 
         alive_log_probs, keep = tf.math.top_k(tf.where(ended, MASKED_LOGIT, scores), beam_size)
         alive_seq = gather(candidates, keep)
-        rows = tf.reshape(gather(origin, keep) + tf.range(batch)[:, None] * beam_size, [-1])
-        cache = {"self": tf.nest.map_structure(lambda t: tf.gather(t, rows), cache["self"]), "cross": cache["cross"]}
+        rows = tf.reshape(gather(origin, keep) + tf.range(batch)[:, None] * beam_size, [-1])  # the hypotheses' rows
 
         pooled_scores = tf.concat([finished_scores, tf.where(ended, scores / penalty(i + 1), MASKED_LOGIT)], axis=1)
         finished_scores, best = tf.math.top_k(pooled_scores, beam_size)
         finished_seq = gather(tf.concat([finished_seq, candidates], axis=1), best)
         last_token = tf.reshape(gather(tokens, keep), [-1])
-        return i + 1, last_token, alive_seq, alive_log_probs, finished_seq, finished_scores, cache
+        return i + 1, last_token, alive_seq, alive_log_probs, finished_seq, finished_scores, cache, rows
 
-    def searching(i, last_token, alive_seq, alive_log_probs, finished_seq, finished_scores, cache):
+    def searching(i, last_token, alive_seq, alive_log_probs, finished_seq, finished_scores, cache, rows):
         # Log-probabilities only fall as a hypothesis grows and the penalty is largest at the limit, so an alive
         # hypothesis can at best reach alive_log_probs / penalty(limit).
         best_alive = alive_log_probs[:, 0] / penalty(limits)
@@ -77,7 +90,7 @@ def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalt
 
     empty = tf.zeros([batch, beam_size, max_length], tf.int32)
     first_beam_only = tf.concat([tf.zeros([batch, 1]), tf.fill([batch, beam_size - 1], MASKED_LOGIT)], axis=1)
-    _, _, _, _, finished_seq, _, _ = tf.while_loop(
+    steps, _, _, _, finished_seq, _, _, _ = tf.while_loop(
         searching,
         step,
         (
@@ -88,6 +101,8 @@ def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalt
             empty,
             tf.fill([batch, beam_size], MASKED_LOGIT),
             cache,
+            tf.range(batch * beam_size),
         ),
     )
-    return finished_seq[:, 0]  # every sentence has finished hypotheses: they must end at their limit
+    best = finished_seq[:, 0]  # every sentence has finished hypotheses: they must end at their limit
+    return (best, steps) if return_steps else best

@@ -7,7 +7,7 @@ from kzoo.decoding.samplers import greedy
 from kzoo.text import END, PAD, START
 
 
-def generate(model, encoder_token_ids, max_length, pick=None):
+def generate(model, encoder_token_ids, max_length, pick=None, return_steps=False):
     """Decode a batch with a `Transformer`, one token per step, reusing a key/value cache.
 
     The encoder runs once; every decoder block's keys and values over the encoder output are computed once per
@@ -21,9 +21,20 @@ def generate(model, encoder_token_ids, max_length, pick=None):
             included. A sentence that reaches its limit ends there.
         pick: a function (logits (batch, vocabulary), step) -> ids (batch,), from `kzoo.decoding.samplers`.
             Defaults to greedy.
+        return_steps: bool. Also return the number of decoder steps taken (an int32 scalar). Defaults to False.
 
     Returns:
         int32 tensor (batch, the largest limit): generated ids, without the start token, padded with 0.
+
+    Example:
+    ```python
+    from kzoo.decoding import generate
+
+    model = kzoo.models.Transformer(40, num_encoder_layers=1, num_decoder_layers=1, hidden_dim=16, num_heads=2,
+                                    intermediate_dim=32)
+    ids, steps = generate(model, tf.constant([[5, 6, 7, 2]]), max_length=6, return_steps=True)
+    assert ids.shape == (1, 6) and 1 <= int(steps) <= 6  # an untrained model's ids; it ends at the limit at latest
+    ```
     """
     pick = pick or greedy()
     encoder_token_ids = tf.convert_to_tensor(encoder_token_ids, tf.int32)
@@ -37,7 +48,7 @@ def generate(model, encoder_token_ids, max_length, pick=None):
         token = tf.where(finished, PAD, pick(force_end(logits[:, 0], i, limits), i))
         return i + 1, token, finished | tf.equal(token, END), cache, output.write(i, token)
 
-    _, _, _, _, output = tf.while_loop(
+    steps, _, _, _, output = tf.while_loop(
         lambda i, token, finished, cache, output: (i < max_length) & ~tf.reduce_all(finished),
         step,
         (
@@ -49,13 +60,24 @@ def generate(model, encoder_token_ids, max_length, pick=None):
         ),
     )
     tokens = tf.transpose(output.stack())  # (batch, steps taken)
-    return tf.pad(tokens, [[0, 0], [0, max_length - tf.shape(tokens)[1]]])
+    tokens = tf.pad(tokens, [[0, 0], [0, max_length - tf.shape(tokens)[1]]])
+    return (tokens, steps) if return_steps else tokens
 
 
 def greedy_reference(model, encoder_token_ids, max_length):
     """Greedy decoding the slow, obvious way: rerun the whole decoder on the whole prefix for every token.
 
     No cache; used to check that `generate` is exact. Like `generate`, a sentence ends at `max_length` at the latest.
+
+    Example:
+    ```python
+    from kzoo.decoding import generate, greedy_reference
+
+    model = kzoo.models.Transformer(40, num_encoder_layers=1, num_decoder_layers=1, hidden_dim=16, num_heads=2,
+                                    intermediate_dim=32)
+    source = tf.constant([[5, 6, 7, 2]])
+    assert greedy_reference(model, source, 5).numpy().tolist() == generate(model, source, 5).numpy().tolist()
+    ```
     """
     encoder_token_ids = tf.convert_to_tensor(encoder_token_ids, tf.int32)
     batch = encoder_token_ids.shape[0]

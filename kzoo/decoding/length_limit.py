@@ -7,7 +7,15 @@ from kzoo.text import END
 
 
 def row_limits(max_length, batch):
-    """`max_length` (a scalar, or one limit per sentence) as an int32 vector (batch,), and the largest limit."""
+    """`max_length` (a scalar, or one limit per sentence) as an int32 vector (batch,), and the largest limit.
+
+    Example:
+    ```python
+    from kzoo.decoding.length_limit import row_limits
+
+    limits, longest = row_limits(5, 3)
+    assert limits.numpy().tolist() == [5, 5, 5] and int(longest) == 5
+    ```"""
     limits = tf.broadcast_to(tf.cast(max_length, tf.int32), [batch])
     return limits, tf.reduce_max(tf.concat([limits, [1]], axis=0))
 
@@ -16,6 +24,15 @@ def force_end(logits, step, limits):
     """Logits (batch, vocabulary) where every sentence whose limit is step + 1 can only produce the end token.
 
     So a sentence decoded alone and the same sentence decoded in a batch of longer ones stop at the same length.
+
+    Example:
+    ```python
+    from kzoo.decoding.length_limit import force_end
+    from kzoo.text import END
+
+    logits = force_end(tf.zeros([2, 6]), step=2, limits=tf.constant([3, 9]))  # sentence 0 is at its limit
+    assert tf.argmax(logits, axis=-1).numpy().tolist()[0] == END and logits.numpy()[1].tolist() == [0.0] * 6
+    ```
     """
     at_limit = tf.greater_equal(step + 1, limits)[:, None]
     only_end = tf.where(tf.equal(tf.range(tf.shape(logits)[-1]), END), 0.0, MASKED_LOGIT)[None, :]

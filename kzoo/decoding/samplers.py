@@ -6,7 +6,14 @@ from kzoo.layers.masks import MASKED_LOGIT
 
 
 def greedy():
-    """Pick argmax p: deterministic, the usual choice for translation."""
+    """Pick argmax p: deterministic, the usual choice for translation.
+
+    Example:
+    ```python
+    from kzoo.decoding import greedy
+
+    assert greedy()(tf.constant([[0.1, 2.0, 0.3]]), 0).numpy().tolist() == [1]
+    ```"""
 
     def pick(logits, step):
         return tf.argmax(logits, axis=-1, output_type=tf.int32)
@@ -23,6 +30,16 @@ def sampler(temperature=1.0, top_k=None, top_p=None, seed=0):
         top_p: float in (0, 1], optional. Sample only among the smallest set of tokens whose probability
             reaches p (nucleus sampling; the most likely token is always kept).
         seed: int. Seeds a stateless generator, so the same call gives the same tokens.
+
+    Example:
+    ```python
+    from kzoo.decoding import sampler
+
+    pick = sampler(temperature=0.7, top_k=2, seed=3)
+    logits = tf.constant([[5.0, 4.0, -9.0, -9.0]] * 8)
+    tokens = pick(logits, 0).numpy().tolist()
+    assert set(tokens) <= {0, 1} and tokens == pick(logits, 0).numpy().tolist()  # top 2 only; reproducible
+    ```
     """
     if temperature <= 0:
         raise ValueError(f"temperature={temperature} must be positive; use greedy() for argmax decoding.")

@@ -1,10 +1,8 @@
 """Write a SavedModel that TF Serving's C++ loader restores whole, as a new numbered version."""
 
-import pathlib
-
 import tensorflow as tf
 
-from kzoo.export.versioned_dir import new_version, next_version
+from kzoo.export.versioned_dir import write_version
 
 
 def serving_root(models, **resources):
@@ -16,6 +14,16 @@ def serving_root(models, **resources):
     through the object graph, but TF Serving's `LoadSavedModel` runs the restore op and then the function, which
     fails with "Could not find variable ...". Tracking the wrapped `tf.Variable`s themselves makes them one handle,
     restored once. `kzoo.serving.ContractLoader` checks exactly this, through TensorFlow's C API.
+
+    Example:
+    ```python
+    from kzoo.export.saved_model_writer import serving_root
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    root = serving_root([model])
+    assert [v.name for v in root.model_variables] == [v.value.name for v in model.variables]
+    assert all(isinstance(v, tf.Variable) for v in root.model_variables)
+    ```
     """
     root = tf.Module()
     variables = []
@@ -32,16 +40,36 @@ def serving_root(models, **resources):
     return root
 
 
-def write_saved_model(base_dir, version, serve, models, **resources):
+def write_saved_model(base_dir, version, serve, models, extra_files=None, **resources):
     """Save `serve` (a `tf.function` with an input signature) as `serving_default` in `base_dir/<version>/`.
 
-    `models` are the Keras models `serve` calls, `resources` any other trackable it uses (tokenizers). The version
-    defaults to one more than the highest in `base_dir`; it is written beside the target and renamed into place, and
-    an existing version is never overwritten (see `new_version`). Returns the version's path.
+    `models` are the Keras models `serve` calls, `resources` any other trackable it uses (tokenizers). With
+    `version=None` the version is the next free one when the writing ends (a concurrent export into the same folder
+    takes the other); it is written beside the target, made readable as any folder the user makes, and renamed into
+    place; an existing version is never overwritten (see `kzoo.export.versioned_dir`). `extra_files` ({name: bytes})
+    go into the version's assets.extra/, which TF Serving ignores (kzoo's translator records there what Python needs
+    to load it). Returns the version's path.
+
+    Example:
+    ```python
+    import stat
+    from kzoo.export.saved_model_writer import write_saved_model
+
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    serve = tf.function(lambda x: {"y": model(x)}, input_signature=[tf.TensorSpec([None, 3], tf.float32)])
+    path = write_saved_model("models/dense", None, serve, [model])
+    assert path.name == "1" and stat.S_IMODE(path.stat().st_mode) & 0o005 == 0o005  # others may read it
+    restored = tf.saved_model.load(str(path)).signatures["serving_default"]
+    np.testing.assert_allclose(restored(x=tf.ones((1, 3)))["y"], model(np.ones((1, 3))), atol=1e-6)
+    ```
     """
-    version = next_version(base_dir) if version is None else version
     root = serving_root(models, **resources)
     root.serve = serve
-    with new_version(base_dir, version) as staging:
+
+    def write(staging):
         tf.saved_model.save(root, str(staging), signatures={"serving_default": serve})
-    return pathlib.Path(base_dir) / str(version)
+        for name, data in (extra_files or {}).items():
+            (staging / "assets.extra").mkdir(exist_ok=True)
+            (staging / "assets.extra" / name).write_bytes(data)
+
+    return write_version(base_dir, write, version)

@@ -7,7 +7,7 @@ from kzoo.layers.transformer_block import TransformerBlock
 
 
 def write_positions(cache, index, new):
-    """`cache` (batch, length, ...) with `new` (batch, t, ...) written at positions index .. index + t - 1.
+    """`cache` (batch, heads, length, dim) with `new` (batch, heads, t, dim) written at positions index .. index+t-1.
 
     A scatter (TensorScatterUpdate), a core TensorFlow op that TF Serving runs, unlike the XLA-only dynamic update
     slice behind `keras.ops.slice_update` on TensorFlow.
@@ -16,16 +16,17 @@ def write_positions(cache, index, new):
     ```python
     from kzoo.layers.decoder_block import write_positions
 
-    cache = np.zeros((2, 4, 1), "float32")  # (batch, length, features)
-    cache = write_positions(cache, 1, np.ones((2, 2, 1), "float32"))
-    assert keras.ops.convert_to_numpy(cache)[:, :, 0].tolist() == [[0, 1, 1, 0], [0, 1, 1, 0]]
+    cache = np.zeros((2, 1, 4, 1), "float32")  # (batch, heads, length, dim)
+    cache = write_positions(cache, 1, np.ones((2, 1, 2, 1), "float32"))
+    assert keras.ops.convert_to_numpy(cache)[:, 0, :, 0].tolist() == [[0, 1, 1, 0], [0, 1, 1, 0]]
     ```
     """
-    batch, steps = ops.shape(new)[0], ops.shape(new)[1]
-    rows = ops.repeat(ops.arange(batch), steps)
-    columns = ops.tile(ops.arange(steps) + index, [batch])
-    updates = ops.reshape(new, (batch * steps,) + tuple(new.shape[2:]))
-    return ops.scatter_update(cache, ops.stack([rows, columns], axis=1), updates)
+    batch, heads, steps = ops.shape(new)[0], ops.shape(new)[1], ops.shape(new)[2]
+    rows = ops.repeat(ops.arange(batch), heads * steps)
+    head_index = ops.tile(ops.repeat(ops.arange(heads), steps), [batch])
+    columns = ops.tile(ops.arange(steps) + index, [batch * heads])
+    updates = ops.reshape(new, (batch * heads * steps,) + tuple(new.shape[3:]))
+    return ops.scatter_update(cache, ops.stack([rows, head_index, columns], axis=1), updates)
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
@@ -111,9 +112,9 @@ class DecoderBlock(TransformerBlock):
         return (x, self_weights, cross_weights) if return_attention_scores else x
 
     def empty_cache(self, batch, max_length, dtype):
-        """Zeros for `decode_step`'s self-attention cache: (keys, values), each (batch, max_length, heads, size), the
-        sizes of the layer's own key and value projections."""
-        return tuple(ops.zeros((batch, max_length) + tuple(kernel.shape[1:]), dtype=dtype)
+        """Zeros for `decode_step`'s self-attention cache: (keys, values), each (batch, heads, max_length, size), the
+        sizes of the layer's own key and value projections (heads first, as `MultiHead.key_value` gives them)."""
+        return tuple(ops.zeros((batch, kernel.shape[1], max_length, kernel.shape[2]), dtype=dtype)
                      for kernel in (self.self_attention.key_kernel, self.self_attention.value_kernel))
 
     def decode_step(self, x_prime, index, cache, cross_key_value, encoder_padding_mask=None):
@@ -123,7 +124,7 @@ class DecoderBlock(TransformerBlock):
             x_prime: float tensor (batch, t, d): the vectors of decoder positions index .. index + t - 1.
             index: int scalar tensor: the position of `x_prime[:, 0]`.
             cache: (keys, values) of this block's self-attention for every position so far, each
-                (batch, max_length, heads, head_dim); the new positions are written at `index`.
+                (batch, heads, max_length, head_dim); the new positions are written at `index`.
             cross_key_value: (keys, values) of the encoder output, from `self.cross_attention.key_value(u)`,
                 computed once per sentence.
             encoder_padding_mask: bool tensor (batch, m), optional.
@@ -137,7 +138,7 @@ class DecoderBlock(TransformerBlock):
         def cached_self_attention(y):
             key, value = self.self_attention.key_value(y)
             updated.extend([write_positions(key_cache, index, key), write_positions(value_cache, index, value)])
-            mask = causal_mask(ops.shape(y)[1], ops.shape(key_cache)[1], query_offset=index)[None]
+            mask = causal_mask(ops.shape(y)[1], ops.shape(updated[0])[2], query_offset=index)[None]
             return self.self_attention.attend(y, *updated, mask)
 
         cross_mask = None if encoder_padding_mask is None else ops.expand_dims(encoder_padding_mask, 1)

@@ -117,12 +117,15 @@ class MultiHead(keras.layers.Layer):
         return ops.reshape(y, (ops.shape(x)[0], ops.shape(x)[1], heads, k))
 
     def key_value(self, x):
-        """The keys and values of `x`, each (batch, m, heads, dim).
+        """The keys and values of `x`, each (batch, heads, m, dim): heads first, the layout attention's batched
+        matmuls read, so that keys and values kept across decoding steps are never transposed again.
 
         Computed once per sentence for attention over an encoder output, and once per new position for a decoding
         cache; `attend` takes them back.
         """
-        return self._project(x, self.key_kernel, self.key_bias), self._project(x, self.value_kernel, self.value_bias)
+        key = self._project(x, self.key_kernel, self.key_bias)  # (batch, m, heads, d_k)
+        value = self._project(x, self.value_kernel, self.value_bias)  # (batch, m, heads, d_v)
+        return ops.transpose(key, (0, 2, 1, 3)), ops.transpose(value, (0, 2, 1, 3))
 
     def attend(self, queries, key, value, mask=None, training=None):
         """Attention of `queries` (batch, t, d') over given keys and values; returns (output, weights).
@@ -131,9 +134,9 @@ class MultiHead(keras.layers.Layer):
         """
         q = self._project(queries, self.query_kernel, self.query_bias)  # (batch, t, heads, d_k)
         q = q * ops.cast(1.0 / math.sqrt(self.key_dim), q.dtype)
-        logits = ops.einsum("bthk,bmhk->bhtm", q, key)
+        logits = ops.einsum("bthk,bhmk->bhtm", q, key)
         alpha = masked_softmax(logits, None if mask is None else ops.expand_dims(mask, 1))  # (batch, heads, t, m)
-        context = ops.einsum("bhtm,bmhv->bthv", self.weights_dropout(alpha, training=training), value)
+        context = ops.einsum("bhtm,bhmv->bthv", self.weights_dropout(alpha, training=training), value)
         heads, value_dim, output_dim = self.output_kernel.shape
         context = ops.reshape(context, (ops.shape(context)[0], ops.shape(context)[1], heads * value_dim))
         output_kernel = ops.cast(self.output_kernel, context.dtype)
@@ -160,7 +163,7 @@ class MultiHead(keras.layers.Layer):
             use_causal_mask=use_causal_mask,
             key_length=ops.shape(x)[1],
         )
-        key, value = self.key_value(x)  # (batch, m, heads, d_k), (batch, m, heads, d_v)
+        key, value = self.key_value(x)  # (batch, heads, m, d_k), (batch, heads, m, d_v)
         y, alpha = self.attend(queries, key, value, mask, training=training)
         carry_query_mask(y, queries)
         return (y, alpha) if return_attention_scores else y

@@ -15,7 +15,8 @@ It reads one JSON request per line on stdin and writes one JSON answer per line 
 - `{"grpc": BASE64}` (a serialized tensorflow.serving.PredictRequest) → `{"grpc": BASE64}` (a PredictResponse)
 - `{"ops": true}` → `{"graph_ops": {op: [where]}, "core_ops": [...], "text_ops": [...]}`: the model's op types
   (graph and function library) and the ops registered before and after the tensorflow-text libraries.
-A failed request gives `{"error": "..."}`, as TF Serving's error status would; the process goes on.
+A failed request gives `{"error": "..."}`, as TF Serving's error status would; the process goes on. A model that
+does not load gives one `{"error": "..."}` line (TensorFlow's message, as TF Serving would log it) and exit status 1.
 
 kzoo.serving.ContractLoader runs this script and speaks the protocol for Python callers.
 """
@@ -47,7 +48,16 @@ class _Output(ctypes.Structure):
 
 
 def package_dir(name):
-    """A package's folder, found without importing (running) the package."""
+    """A package's folder, found without importing (running) the package.
+
+    Example:
+    ```python
+    from kzoo.serving.c_api_loader import package_dir
+
+    assert (package_dir("tensorflow") / "libtensorflow_cc.so.2").is_file()
+    assert sorted(package_dir("tensorflow_text").glob("python/ops/*.so"))  # the op libraries TF Serving links in
+    ```
+    """
     spec = importlib.util.find_spec(name)
     if spec is None or spec.origin is None:
         raise FileNotFoundError(f"the {name} package is not installed: pip install {name.replace('_', '-')}")
@@ -80,7 +90,25 @@ def _c_api(tensorflow_dir):
 
 
 class CApiModel:
-    """A SavedModel loaded by `TF_LoadSessionFromSavedModel`, run with `TF_SessionRun` on signature tensor names."""
+    """A SavedModel loaded by `TF_LoadSessionFromSavedModel`, run with `TF_SessionRun` on signature tensor names.
+
+    It runs in a process that has imported no TensorFlow Python (this script's `main`; `kzoo.serving.ContractLoader`
+    starts it); a model that does not load raises `RuntimeError` with TensorFlow's message.
+
+    Example:
+    ```python
+    import pathlib, subprocess, sys
+    from kzoo.serving import c_api_loader
+
+    serve = tf.function(lambda x: {"y": 2 * x}, input_signature=[tf.TensorSpec([None], tf.float32)])
+    tf.saved_model.save(tf.Module(), "m/1", signatures={"serving_default": serve})
+    script = ("import sys; sys.path.insert(0, sys.argv[1]); from c_api_loader import CApiModel; "
+              "print(CApiModel('m/1').run('serving_default', {'x': ('float32', [2], [1.5, -2.0])}))")
+    found = subprocess.run([sys.executable, "-I", "-c", script, str(pathlib.Path(c_api_loader.__file__).parent)],
+                           capture_output=True, text=True).stdout
+    assert found.strip() == "{'y': ('float32', [2], [3.0, -4.0])}"
+    ```
+    """
 
     def __init__(self, export_dir, tensorflow_dir=None, text_ops_dir=None):
         self.tf = _c_api(pathlib.Path(tensorflow_dir) if tensorflow_dir else package_dir("tensorflow"))
@@ -220,20 +248,51 @@ class CApiModel:
             return {"error": f"unknown request {sorted(request)}; send signatures, ops, rest or grpc."}
         except (RuntimeError, ValueError) as error:
             return {"error": str(error)}
+        except Exception as error:  # a server answers every request; it never dies on one
+            return {"error": f"{type(error).__name__}: {error}"}
 
 
 def main(argv):
+    """The script: load the SavedModel `argv[0]`, then answer one JSON request per stdin line (see the module's
+    docstring); returns the exit status.
+
+    Example:
+    ```python
+    import json, subprocess, sys
+    from kzoo.serving import c_api_loader
+
+    serve = tf.function(lambda text: {"length": tf.strings.length(text)},
+                        input_signature=[tf.TensorSpec([None], tf.string)])
+    tf.saved_model.save(tf.Module(), "m/1", signatures={"serving_default": serve})
+    requests = [{"rest": {"instances": ["abc", "de"]}}, {"rest": {"instances": [{"b64": 5}]}}]
+    answers = subprocess.run([sys.executable, "-I", c_api_loader.__file__, "m/1"], capture_output=True, text=True,
+                             input="".join(json.dumps(r) + "\\n" for r in requests)).stdout.splitlines()
+    assert json.loads(answers[0]) == {"ready": True, "python_modules": []}
+    assert json.loads(answers[1]) == {"rest": {"predictions": [3, 2]}}
+    assert "not formatted correctly for base64 data" in json.loads(answers[2])["error"]  # and it went on
+    ```
+    """
     if len(argv) != 1:
         print(__doc__, file=sys.stderr)
         return 2
-    model = CApiModel(argv[0])
+    try:
+        model = CApiModel(argv[0])
+    except RuntimeError as error:  # a model that does not load: say why, as TF Serving's log would
+        print(json.dumps({"error": str(error)}), flush=True)
+        return 1
     python_frameworks = sorted(name for name in ("tensorflow", "keras", "tf_keras") if name in sys.modules)
     if python_frameworks:
         raise RuntimeError(f"{python_frameworks} were imported: the contract process must run no framework Python.")
     print(json.dumps({"ready": True, "python_modules": python_frameworks}), flush=True)
     for line in sys.stdin:
         if line.strip():
-            print(json.dumps(model.answer(json.loads(line))), flush=True)
+            try:
+                request = json.loads(line)
+            except ValueError as error:
+                print(json.dumps({"error": f"JSON Parse error: {error}"}), flush=True)
+                continue
+            answer = model.answer(request) if isinstance(request, dict) else {"error": "a request is a JSON object"}
+            print(json.dumps(answer), flush=True)
     return 0
 
 

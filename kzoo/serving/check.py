@@ -7,7 +7,9 @@ meaning every model's newest version), in a fresh process that loads it with Ten
 - sample batches (plain, empty, overlong, non-ASCII text) give outputs of the signature's dtypes and shapes, equal
   to what the same SavedModel gives in this Python process (`tf.saved_model.load`);
 - a rank-2 string input is refused.
-Exits with status 1 if any model fails; prints what failed.
+Every model is checked, whatever the others give; one line per model says whether it meets the contract or what
+fails (for a model that does not load, TensorFlow's cause: `Read less bytes than requested`, `Checksum does not
+match`), and a summary follows. Exits with status 1 if any model fails.
 """
 
 import argparse
@@ -17,22 +19,43 @@ import sys
 
 from kzoo.console import quiet_tensorflow
 from kzoo.serving.contract_loader import ContractLoader, ServingError
-from kzoo.serving.model_config import saved_model_versions, served_models
 from kzoo.serving.op_audit import DEFAULT_TF_SERVING, TF_SERVING_RELEASES
 
 SAMPLE_TEXTS = ["A man in an orange hat starring at something.", "", "Ünïcödé café ☃ 日本語 😀 naïve",
                 "A dog runs on the beach. " * 120]
 
 
+def _newest_version(model_dir):
+    """The highest numbered subfolder of a model folder (the one TF Serving serves), or None."""
+    versions = [v for v in model_dir.iterdir() if v.is_dir() and v.name.isdigit()] if model_dir.is_dir() else []
+    return max(versions, key=lambda v: int(v.name), default=None)
+
+
 def version_dirs(path):
-    """The SavedModel version folders `path` names: itself, its newest version, or each model's newest version."""
+    """The SavedModel version folders `path` names: itself, its newest version, or each model's newest version. The
+    newest numbered folder counts even without a saved_model.pb: TF Serving would try to serve it.
+
+    Example:
+    ```python
+    import pathlib
+    from kzoo.serving.check import version_dirs
+
+    for version in ("a/1", "a/2", "b/7"):
+        pathlib.Path("saved_models", version).mkdir(parents=True)
+        pathlib.Path("saved_models", version, "saved_model.pb").write_bytes(b"")
+    assert [str(p) for p in version_dirs("saved_models")] == ["saved_models/a/2", "saved_models/b/7"]
+    assert [str(p) for p in version_dirs("saved_models/a")] == ["saved_models/a/2"]
+    assert [str(p) for p in version_dirs("saved_models/a/1")] == ["saved_models/a/1"]
+    ```
+    """
     path = pathlib.Path(path)
     if (path / "saved_model.pb").is_file():
         return [path]
-    versions = saved_model_versions(path)
-    if versions:
-        return versions[-1:]
-    found = [saved_model_versions(path / name)[-1] for name in served_models(path)] if path.is_dir() else []
+    newest = _newest_version(path)
+    if newest is not None:
+        return [newest]
+    models = sorted(p for p in path.iterdir() if p.is_dir() and not p.name.startswith(".")) if path.is_dir() else []
+    found = [version for version in map(_newest_version, models) if version is not None]
     if not found:
         raise FileNotFoundError(f"{path} holds no SavedModel (<model>/<version>/saved_model.pb).")
     return found
@@ -55,7 +78,20 @@ def _close(a, b, tolerance=1e-5):
 
 
 def check_contract(export_dir, tf_serving=DEFAULT_TF_SERVING, texts=SAMPLE_TEXTS, compare_python=True):
-    """Check one SavedModel version; returns a list of problems (empty when it meets the contract)."""
+    """Check one SavedModel version; returns a list of problems (empty when it meets the contract). A model that
+    does not load raises `kzoo.serving.ServingError` with TensorFlow's cause.
+
+    Example:
+    ```python
+    from kzoo.serving.check import check_contract
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def serve(text):
+        return {"length": tf.strings.length(tf.ensure_shape(text, [None]))}  # refuses a rank-2 batch
+    tf.saved_model.save(tf.Module(), "m/1", signatures={"serving_default": serve})
+    assert check_contract("m/1") == []
+    ```
+    """
     problems = []
     with ContractLoader(export_dir) as served:
         audit = served.audit(tf_serving)
@@ -105,21 +141,62 @@ def _compare(export_dir, inputs, outputs):
     return problems
 
 
+def check_paths(paths, tf_serving=DEFAULT_TF_SERVING, compare_python=True, print_line=print):
+    """Check every SavedModel the `paths` name (see `version_dirs`), each in its own loader process, whatever the
+    others give: one line per model (`meets TF Serving's contract`, or `FAILS: ` and the causes, such as TensorFlow's
+    `Read less bytes than requested`), then a summary. Returns {path: problems}.
+
+    Example:
+    ```python
+    import pathlib
+    from kzoo.serving.check import check_paths
+
+    pathlib.Path("saved_models/broken/1").mkdir(parents=True)  # a version folder without a SavedModel
+    lines = []
+    results = check_paths(["saved_models", "nowhere"], print_line=lines.append)
+    assert lines[0].startswith("saved_models/broken/1: FAILS: saved_models/broken/1 has no saved_model.pb")
+    assert lines[1].startswith("nowhere: FAILS: nowhere holds no SavedModel")
+    assert lines[-1] == "2 checked: 0 meet TF Serving's contract, 2 fail."
+    assert len(results) == 2 and all(results.values())
+    ```
+    """
+    results = {}
+    for path in paths:
+        try:
+            export_dirs = version_dirs(path)
+        except OSError as error:
+            export_dirs, results[str(path)] = [], [str(error)]
+        for export_dir in export_dirs:
+            try:
+                results[str(export_dir)] = check_contract(export_dir, tf_serving, compare_python=compare_python)
+            except (ServingError, OSError) as error:  # it does not load, or its loader died: say why, go on
+                results[str(export_dir)] = [str(error)]
+    for name, problems in results.items():
+        print_line(f"{name}: " + ("FAILS: " + "; ".join(problems) if problems else "meets TF Serving's contract"))
+    failed = sum(bool(problems) for problems in results.values())
+    print_line(f"{len(results)} checked: {len(results) - failed} meet TF Serving's contract, {failed} fail.")
+    return results
+
+
 def main(argv=None):
+    """The command line: check the SavedModels named, print one line per model and a summary; returns the exit status
+    (1 if any model fails).
+
+    Example:
+    ```python
+    from kzoo.serving.check import main
+
+    assert main(["no_such_folder"]) == 1  # prints "no_such_folder: FAILS: no_such_folder holds no SavedModel ..."
+    ```
+    """
     quiet_tensorflow()
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m kzoo.serving.check", description=__doc__.split("\n\n")[0])
     parser.add_argument("paths", nargs="+", help="SavedModel version folders, model folders or saved_models/")
     parser.add_argument("--tf-serving", default=DEFAULT_TF_SERVING, choices=sorted(TF_SERVING_RELEASES),
                         help="the TF Serving release whose ops the audit allows")
     args = parser.parse_args(argv)
-    failed = False
-    for export_dir in [d for path in args.paths for d in version_dirs(path)]:
-        problems = check_contract(export_dir, args.tf_serving)
-        failed |= bool(problems)
-        print(f"{export_dir}: " + ("meets TF Serving's contract" if not problems else "FAILS"))
-        for problem in problems:
-            print(f"  - {problem}")
-    return 1 if failed else 0
+    results = check_paths(args.paths, args.tf_serving)
+    return 1 if any(results.values()) else 0
 
 
 if __name__ == "__main__":

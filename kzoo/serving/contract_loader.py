@@ -13,7 +13,39 @@ LOADER = pathlib.Path(__file__).resolve().parent / "c_api_loader.py"
 
 
 class ServingError(RuntimeError):
-    """A request the served model answered with an error (TF Serving would send it with a non-OK status)."""
+    """A request the served model answered with an error (TF Serving would send it with a non-OK status), or a
+    model that does not load.
+
+    Example:
+    ```python
+    from kzoo.serving import ContractLoader, ServingError
+
+    try:
+        ContractLoader("saved_models/none")
+    except FileNotFoundError as error:
+        assert "has no saved_model.pb" in str(error)
+    assert issubclass(ServingError, RuntimeError)
+    ```
+    """
+
+
+def tensorflow_cause(message):
+    """TensorFlow's error message without the graph locations it appends (`[[{{function_node ...}}]]`) and the
+    loader's own prefix: the cause, as one line.
+
+    Example:
+    ```python
+    from kzoo.serving.contract_loader import tensorflow_cause
+
+    message = ("TF_LoadSessionFromSavedModel(m/1) failed: Read less bytes than requested\\n"
+               "\\t [[{{function_node __inference__traced_restore_179}}{{node RestoreV2}}]]")
+    assert tensorflow_cause(message) == "Read less bytes than requested"
+    ```
+    """
+    lines = [line.strip() for line in str(message).splitlines()]
+    lines = [line for line in lines if line and not line.startswith("[[")]
+    cause = " ".join(lines)
+    return cause.split(" failed: ", 1)[1] if cause.startswith("TF_") and " failed: " in cause else cause
 
 
 class ContractLoader:
@@ -23,12 +55,27 @@ class ContractLoader:
     TensorFlow's or Keras's Python got imported), with the tensorflow-text op libraries registered, and talks to it
     over pipes. Requests are TF Serving's own: REST bodies (`rest`), serialized `PredictRequest`s (`grpc`).
 
+    A model that does not load raises `ServingError` with TensorFlow's cause (`Read less bytes than requested`,
+    `Checksum does not match ...`). A request TF Serving would refuse raises `ServingError` with the message TF
+    Serving sends; the loader process goes on.
+
     Example:
     ```python
-    with ContractLoader("saved_models/transformer_multi30k_en_de/2") as served:
-        served.signatures["serving_default"]["outputs"]  # {"translation": {"dtype": "string", "shape": [-1], ...}}
-        served.rest({"instances": ["A dog runs."]})    # {"predictions": ["Ein Hund rennt."]}
-        served.audit().ok                              # True
+    from kzoo.serving import ContractLoader, ServingError
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def serve(text):
+        return {"length": tf.strings.length(text)}
+    tf.saved_model.save(tf.Module(), "m/1", signatures={"serving_default": serve})
+
+    with ContractLoader("m/1") as served:
+        assert served.signatures["serving_default"]["outputs"]["length"]["shape"] == [-1]
+        assert served.rest({"instances": ["abc", {"b64": "aGk="}]}) == {"predictions": [3, 2]}
+        try:
+            served.rest({"instances": [{"b64": 5}]})
+        except ServingError as error:
+            assert "not formatted correctly for base64 data" in str(error)
+        assert served.audit().ok
     ```
     """
 
@@ -45,7 +92,9 @@ class ContractLoader:
                                          text=True, bufsize=1)
         ready = self._read()
         if not ready.get("ready"):
-            raise ServingError(f"the C API loader did not start: {ready}")
+            self.close()
+            raise ServingError(f"{export_dir} does not load as TF Serving loads it: "
+                               f"{tensorflow_cause(ready.get('error', ready))}")
         self.signatures = self._ask({"signatures": True})["signatures"]
 
     def _read(self):

@@ -2,10 +2,11 @@
 release links in; ops with Python kernels are refused.
 
 TF Serving links TensorFlow's core ops and a fixed tensorflow-text release: TF Serving 2.19.1 and older embed
-tf-text 2.12.1 (tensorflow/serving#4057), 2.20.0 embeds tf-text 2.20.0. `TEXT_OPS_MISSING` lists, for each, the ops
-of the tensorflow-text installed here (2.21.1: 37 ops) that its tf-text lacks. It was made by reading each release's
-wheel from PyPI (`pip download tensorflow-text==2.12.1 --no-deps`) and looking for every installed op's registered
-name in its op libraries (`tensorflow_text/python/ops/*.so`): 34 of the 37 are there in 2.12.1, all 37 in 2.20.0.
+tf-text 2.12.1 (tensorflow/serving#4057), 2.20.0 embeds tf-text 2.20.0. `TF_SERVING_RELEASES` gives, for each, that
+tf-text release and the ops of the tensorflow-text installed here (2.21.1: 37 ops) that it lacks. It was made by
+reading each release's wheel from PyPI (`pip download tensorflow-text==2.12.1 --no-deps`) and looking for every
+installed op's registered name in its op libraries (`tensorflow_text/python/ops/*.so`): 34 of the 37 are there in
+2.12.1, all 37 in 2.20.0.
 """
 
 import dataclasses
@@ -27,7 +28,16 @@ def _version_key(version):
 
 @dataclasses.dataclass
 class OpAudit:
-    """The outcome of `audit_ops`: `problems` is empty when `tf_serving` can serve the model."""
+    """The outcome of `audit_ops`: `problems` is empty when `tf_serving` can serve the model.
+
+    Example:
+    ```python
+    from kzoo.serving import audit_ops
+
+    audit = audit_ops({"MatMul": ["graph"]}, core_ops={"MatMul"}, text_ops=set())
+    assert audit.ok and audit.minimum_tf_serving == "2.19.1" and audit.text_ops == []
+    ```
+    """
 
     tf_serving: str
     minimum_tf_serving: str | None  # the oldest release in TF_SERVING_RELEASES that has every op; None if none has
@@ -48,6 +58,16 @@ def audit_ops(graph_ops, core_ops, text_ops, tf_serving=DEFAULT_TF_SERVING):
         core_ops: the op names TensorFlow registers by itself (a C API process before any library is loaded).
         text_ops: the op names the installed tensorflow-text adds.
         tf_serving: the TF Serving release to check for, a key of `TF_SERVING_RELEASES`.
+
+    Example:
+    ```python
+    from kzoo.serving import audit_ops
+
+    graph_ops = {"TFText>RoundRobinTrim": ["function serve"], "PyFunc": ["graph"], "MatMul": ["graph"]}
+    audit = audit_ops(graph_ops, {"MatMul", "PyFunc"}, {"TFText>RoundRobinTrim"}, tf_serving="2.19.1")
+    assert audit.minimum_tf_serving == "2.20.0" and len(audit.problems) == 2
+    assert "PyFunc (in graph) runs Python" in audit.problems[0]
+    ```
     """
     if tf_serving not in TF_SERVING_RELEASES:
         raise ValueError(f"tf_serving={tf_serving!r} is not a release kzoo knows the ops of; use one of "

@@ -14,12 +14,26 @@ Tensors here are (dtype name, shape, flat row-major values). Standard library on
 """
 
 import base64
+import binascii
+import json
 
 DEFAULT_SIGNATURE = "serving_default"
 
 
 class RequestError(ValueError):
-    """A request TF Serving would answer with HTTP 400: the message is the `error` of its response body."""
+    """A request TF Serving would answer with HTTP 400: the message is the `error` of its response body.
+
+    Example:
+    ```python
+    from kzoo.serving.rest_json import RequestError, request_tensors
+
+    signatures = {"serving_default": {"inputs": {"text": {"dtype": "string"}}}}
+    try:
+        request_tensors({"instances": [{"b64": 5}]}, signatures)
+    except RequestError as error:
+        assert str(error) == 'instances.text: JSON Value: {"b64":5} not formatted correctly for base64 data'
+    ```
+    """
 
 
 def _flatten(value, dtype, where):
@@ -35,10 +49,26 @@ def _flatten(value, dtype, where):
     return [], [_scalar(value, dtype, where)]
 
 
+def _json_text(value):
+    """A JSON value as TF Serving's messages quote it (compact)."""
+    return json.dumps(value, separators=(",", ":"), ensure_ascii=False)
+
+
+def _base64(value, where):
+    """`{"b64": "..."}` to its bytes, refused as TF Serving refuses it (json_tensor.cc) when it is not one."""
+    if not (isinstance(value, dict) and set(value) == {"b64"} and isinstance(value["b64"], str)):
+        raise RequestError(f"{where}: JSON Value: {_json_text(value)} not formatted correctly for base64 data")
+    text = value["b64"]
+    try:  # absl::Base64Unescape, as TF Serving: padding optional
+        return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        raise RequestError(f"{where}: Unable to base64 decode") from None
+
+
 def _scalar(value, dtype, where):
     if dtype == "string":
-        if isinstance(value, dict) and set(value) == {"b64"}:
-            return base64.b64decode(value["b64"])
+        if isinstance(value, dict):
+            return _base64(value, where)
         if not isinstance(value, str):
             raise RequestError(f"{where}: {value!r} is not a string; the signature input is a string tensor.")
         return value.encode("utf-8")
@@ -63,7 +93,18 @@ def _named(value, inputs):
 
 
 def request_tensors(body, signatures):
-    """A decoded JSON request body to (signature name, {input name: tensor}, row form?)."""
+    """A decoded JSON request body to (signature name, {input name: tensor}, row form?).
+
+    Example:
+    ```python
+    from kzoo.serving.rest_json import request_tensors
+
+    signatures = {"serving_default": {"inputs": {"text": {"dtype": "string"}}}}
+    name, tensors, row_form = request_tensors({"instances": ["a dog", {"b64": "/w=="}]}, signatures)
+    assert (name, row_form) == ("serving_default", True)
+    assert tensors == {"text": ("string", [2], [b"a dog", b"\\xff"])}
+    ```
+    """
     if not isinstance(body, dict):
         raise RequestError("the request body must be a JSON object with \"instances\" or \"inputs\".")
     name = body.get("signature_name", DEFAULT_SIGNATURE)
@@ -114,7 +155,17 @@ def _nest(shape, flat):
 
 
 def response_body(outputs, row_form):
-    """{output name: tensor} to the JSON response body TF Serving would send for that request form."""
+    """{output name: tensor} to the JSON response body TF Serving would send for that request form.
+
+    Example:
+    ```python
+    from kzoo.serving.rest_json import response_body
+
+    outputs = {"label": ("string", [2], [b"positive", b"negative"])}
+    assert response_body(outputs, row_form=True) == {"predictions": ["positive", "negative"]}
+    assert response_body(outputs, row_form=False) == {"outputs": ["positive", "negative"]}
+    ```
+    """
     if not row_form:
         nested = {key: _nest(shape, flat) for key, (_, shape, flat) in outputs.items()}
         return {"outputs": next(iter(nested.values())) if len(nested) == 1 else nested}

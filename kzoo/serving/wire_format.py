@@ -16,11 +16,33 @@ import struct
 DT_FLOAT, DT_INT32, DT_STRING, DT_INT64, DT_BOOL = 1, 3, 7, 9, 10
 DTYPE_NAMES = {DT_FLOAT: "float32", DT_INT32: "int32", DT_STRING: "string", DT_INT64: "int64", DT_BOOL: "bool"}
 DTYPE_NUMBERS = {name: number for number, name in DTYPE_NAMES.items()}
+MAX_FILLED_VALUES = 1 << 24  # a one-value TensorProto may stand for a whole tensor: bound what it expands to
+
+
+class WireFormatError(ValueError):
+    """Bytes that are not a well-formed protocol-buffer message (truncated, or not the message they were read as);
+    TF Serving refuses such a request before running anything.
+
+    Example:
+    ```python
+    from kzoo.serving.wire_format import WireFormatError, fields
+
+    try:
+        list(fields(b"\\x0a\\xff"))  # field 1, a length whose varint never ends
+    except WireFormatError as error:
+        assert "truncated varint at byte 1 of 2" in str(error)
+    ```
+    """
 
 
 def _varint(data, position):
     result = shift = 0
+    start = position
     while True:
+        if position >= len(data):
+            raise WireFormatError(f"truncated varint at byte {start} of {len(data)}: the message is cut short.")
+        if shift >= 64:
+            raise WireFormatError(f"varint at byte {start} is longer than 10 bytes: the data is not a message.")
         byte = data[position]
         position += 1
         result |= (byte & 0x7F) << shift
@@ -29,9 +51,26 @@ def _varint(data, position):
         shift += 7
 
 
+def _take(data, position, length, number):
+    """`length` bytes of field `number` from `position`, refusing to read past the end of the message."""
+    if position + length > len(data):
+        raise WireFormatError(f"field {number} needs {length} bytes at byte {position}, but the message ends at byte "
+                              f"{len(data)}: it is cut short.")
+    return bytes(data[position : position + length]), position + length
+
+
 def fields(data):
     """Yield (field number, value) for each field of a serialized message, in order. Varints come as int, 64- and
-    32-bit fields as raw bytes, length-delimited fields (strings, messages, packed lists) as bytes."""
+    32-bit fields as raw bytes, length-delimited fields (strings, messages, packed lists) as bytes.
+
+    Example:
+    ```python
+    from kzoo.serving.wire_format import encode_field, fields
+
+    message = encode_field(1, b"serve") + encode_field(2, 7)
+    assert list(fields(message)) == [(1, b"serve"), (2, 7)]
+    ```
+    """
     data = memoryview(data)
     position = 0
     while position < len(data):
@@ -40,32 +79,58 @@ def fields(data):
         if wire_type == 0:
             value, position = _varint(data, position)
         elif wire_type == 1:
-            value, position = bytes(data[position : position + 8]), position + 8
+            value, position = _take(data, position, 8, number)
         elif wire_type == 2:
             length, position = _varint(data, position)
-            value, position = bytes(data[position : position + length]), position + length
+            value, position = _take(data, position, length, number)
         elif wire_type == 5:
-            value, position = bytes(data[position : position + 4]), position + 4
+            value, position = _take(data, position, 4, number)
         else:
-            raise ValueError(f"wire type {wire_type} of field {number} is not a protocol-buffer wire type this "
+            raise WireFormatError(f"wire type {wire_type} of field {number} is not a protocol-buffer wire type this "
                              "reader knows (groups are not used by TensorFlow's messages); the data is not the "
                              "message it was read as.")
         yield number, value
 
 
 def field_list(data, number):
-    """Every value of one field, in order."""
+    """Every value of one field, in order.
+
+    Example:
+    ```python
+    from kzoo.serving.wire_format import encode_field, field_list
+
+    assert field_list(encode_field(4, b"a") + encode_field(1, 3) + encode_field(4, b"b"), 4) == [b"a", b"b"]
+    ```
+    """
     return [value for n, value in fields(data) if n == number]
 
 
 def field_value(data, number, default=None):
-    """The last value of one field (protocol buffers' rule for a repeated non-repeated field), or `default`."""
+    """The last value of one field (protocol buffers' rule for a repeated non-repeated field), or `default`.
+
+    Example:
+    ```python
+    from kzoo.serving.wire_format import encode_field, field_value
+
+    message = encode_field(1, 3) + encode_field(1, 5)
+    assert field_value(message, 1) == 5 and field_value(message, 2, b"") == b""
+    ```
+    """
     values = field_list(data, number)
     return values[-1] if values else default
 
 
 def map_entries(data, number):
-    """A `map<string, Message>` field as a dict of key to the value's bytes (map entries: key 1, value 2)."""
+    """A `map<string, Message>` field as a dict of key to the value's bytes (map entries: key 1, value 2).
+
+    Example:
+    ```python
+    from kzoo.serving.wire_format import encode_field, map_entries
+
+    entry = encode_field(1, b"text") + encode_field(2, b"...")
+    assert map_entries(encode_field(2, entry), 2) == {"text": b"..."}
+    ```
+    """
     entries = field_list(data, number)
     return {field_value(entry, 1, b"").decode("utf-8"): field_value(entry, 2, b"") for entry in entries}
 
@@ -75,14 +140,34 @@ def _signed64(value):
 
 
 def tensor_shape(data):
-    """A TensorShapeProto as a list of sizes (-1 unknown), or None for unknown rank (dim 2 {size 1}; unknown_rank 3)."""
+    """A TensorShapeProto as a list of sizes (-1 unknown), or None for unknown rank (dim 2 {size 1}; unknown_rank 3).
+
+    Example:
+    ```python
+    from kzoo.serving.wire_format import encode_field, tensor_shape
+
+    unknown_batch = (-1) & (2**64 - 1)  # int64 -1, as a varint
+    shape = encode_field(2, encode_field(1, unknown_batch)) + encode_field(2, encode_field(1, 16))
+    assert tensor_shape(shape) == [-1, 16]
+    assert tensor_shape(encode_field(3, 1)) is None
+    ```
+    """
     if field_value(data, 3, 0):
         return None
     return [_signed64(field_value(dim, 1, 0)) for dim in field_list(data, 2)]
 
 
 def tensor_info(data):
-    """A TensorInfo (name 1, dtype 2, tensor_shape 3) as {"name", "dtype", "shape"}."""
+    """A TensorInfo (name 1, dtype 2, tensor_shape 3) as {"name", "dtype", "shape"}.
+
+    Example:
+    ```python
+    from kzoo.serving.wire_format import DT_STRING, encode_field, tensor_info
+
+    info = encode_field(1, b"serving_default_text:0") + encode_field(2, DT_STRING)
+    assert tensor_info(info) == {"name": "serving_default_text:0", "dtype": "string", "shape": []}
+    ```
+    """
     dtype = field_value(data, 2, 0)
     return {
         "name": field_value(data, 1, b"").decode("utf-8"),
@@ -93,7 +178,22 @@ def tensor_info(data):
 
 def signatures(meta_graph):
     """A MetaGraphDef's signature_def map (field 5) as {name: {"inputs", "outputs", "method_name"}}, where inputs
-    and outputs map a key to its `tensor_info` (SignatureDef: inputs 1, outputs 2, method_name 3)."""
+    and outputs map a key to its `tensor_info` (SignatureDef: inputs 1, outputs 2, method_name 3).
+
+    Example:
+    ```python
+    import pathlib
+    from kzoo.serving.wire_format import meta_graphs, signatures
+
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def serve(text):
+        return {"length": tf.strings.length(text)}
+    tf.saved_model.save(tf.Module(), "m/1", signatures={"serving_default": serve})
+    [(tags, meta_graph)] = meta_graphs(pathlib.Path("m/1/saved_model.pb").read_bytes())
+    outputs = signatures(meta_graph)["serving_default"]["outputs"]
+    assert outputs["length"]["dtype"] == "int32" and outputs["length"]["shape"] == [-1]
+    ```
+    """
     result = {}
     for name, signature in map_entries(meta_graph, 5).items():
         result[name] = {
@@ -106,7 +206,18 @@ def signatures(meta_graph):
 
 def meta_graphs(saved_model):
     """The MetaGraphDefs of a serialized SavedModel (saved_model.pb: meta_graphs 2), each with its tags
-    (meta_info_def 1 {tags 4})."""
+    (meta_info_def 1 {tags 4}).
+
+    Example:
+    ```python
+    import pathlib
+    from kzoo.serving.wire_format import meta_graphs
+
+    serve = tf.function(lambda x: {"y": x * 2}, input_signature=[tf.TensorSpec([None], tf.float32)])
+    tf.saved_model.save(tf.Module(), "m/1", signatures={"serving_default": serve})
+    assert [tags for tags, _ in meta_graphs(pathlib.Path("m/1/saved_model.pb").read_bytes())] == [{"serve"}]
+    ```
+    """
     graphs = []
     for meta_graph in field_list(saved_model, 2):
         info = field_value(meta_graph, 1, b"")
@@ -118,7 +229,20 @@ def graph_ops(meta_graph):
     """Every op type a MetaGraphDef can run, as {op type: [where it is used]}: the nodes of its graph (graph_def 2:
     node 1, NodeDef.op 2) and of every function in the graph's library (GraphDef.library 2: function 1, whose
     signature 1 has the name 1 and whose node_def 3 holds the body), while-loop and branch bodies included, since
-    those are library functions. A function's own name, used as a node's op, is a call, not an op type."""
+    those are library functions. A function's own name, used as a node's op, is a call, not an op type.
+
+    Example:
+    ```python
+    import pathlib
+    from kzoo.serving.wire_format import graph_ops, meta_graphs
+
+    serve = tf.function(lambda x: {"y": tf.sqrt(x)}, input_signature=[tf.TensorSpec([None], tf.float32)])
+    tf.saved_model.save(tf.Module(), "m/1", signatures={"serving_default": serve})
+    [(_, meta_graph)] = meta_graphs(pathlib.Path("m/1/saved_model.pb").read_bytes())
+    ops = graph_ops(meta_graph)
+    assert "Sqrt" in ops and all(where.startswith("function ") for where in ops["Sqrt"])
+    ```
+    """
     graph = field_value(meta_graph, 2, b"")
     library = field_value(graph, 2, b"")
     functions = {}
@@ -138,7 +262,16 @@ def graph_ops(meta_graph):
 
 
 def op_names(op_list):
-    """The op names of a serialized OpList (op 1, OpDef.name 1), as TF_GetAllOpList returns it."""
+    """The op names of a serialized OpList (op 1, OpDef.name 1), as TF_GetAllOpList returns it.
+
+    Example:
+    ```python
+    from kzoo.serving.wire_format import encode_field, op_names
+
+    op_list = encode_field(1, encode_field(1, b"MatMul")) + encode_field(1, encode_field(1, b"Softmax"))
+    assert op_names(op_list) == {"MatMul", "Softmax"}
+    ```
+    """
     return {field_value(op, 1, b"").decode("utf-8") for op in field_list(op_list, 1)}
 
 
@@ -159,7 +292,16 @@ def _encode_varint(value):
 
 
 def encode_field(number, value):
-    """One field: an int as a varint, bytes (a string or an embedded message) length-delimited."""
+    """One field: an int as a varint, bytes (a string or an embedded message) length-delimited.
+
+    Example:
+    ```python
+    from kzoo.serving.wire_format import encode_field
+
+    assert encode_field(1, 150) == b"\\x08\\x96\\x01"  # key 1 << 3 | 0, then the varint of 150
+    assert encode_field(2, b"hi") == b"\\x12\\x02hi"  # key 2 << 3 | 2, the length, the bytes
+    ```
+    """
     if isinstance(value, int):
         return _encode_varint(number << 3) + _encode_varint(value)
     return _encode_varint(number << 3 | 2) + _encode_varint(len(value)) + bytes(value)
@@ -167,7 +309,16 @@ def encode_field(number, value):
 
 def encode_tensor(dtype, shape, values):
     """A TensorProto (dtype 1, tensor_shape 2, then float_val 5 / int_val 7 / string_val 8 / int64_val 10 /
-    bool_val 11) holding flat `values` in row-major order."""
+    bool_val 11) holding flat `values` in row-major order.
+
+    Example:
+    ```python
+    from kzoo.serving.wire_format import encode_tensor
+
+    proto = tf.make_ndarray(tf.make_tensor_proto([0]).FromString(encode_tensor("float32", [2], [0.5, -1.0])))
+    np.testing.assert_array_equal(proto, np.array([0.5, -1.0], np.float32))  # TensorFlow reads it
+    ```
+    """
     shape_proto = b"".join(encode_field(2, encode_field(1, size)) for size in shape)
     out = encode_field(1, DTYPE_NUMBERS[dtype]) + encode_field(2, shape_proto)
     if dtype == "string":
@@ -179,12 +330,23 @@ def encode_tensor(dtype, shape, values):
 
 
 def decode_tensor(data):
-    """A TensorProto as (dtype name, shape, flat values), from its typed `*_val` fields or its tensor_content 4."""
+    """A TensorProto as (dtype name, shape, flat values), from its typed `*_val` fields or its tensor_content 4.
+
+    Example:
+    ```python
+    from kzoo.serving.wire_format import decode_tensor
+
+    proto = tf.make_tensor_proto(np.array([[1, -2], [3, 4]], np.int64)).SerializeToString()
+    assert decode_tensor(proto) == ("int64", [2, 2], [1, -2, 3, 4])
+    ```
+    """
     dtype = DTYPE_NAMES.get(field_value(data, 1, 0))
     if dtype is None:
         raise ValueError(f"TensorProto dtype {field_value(data, 1, 0)} is not one kzoo's signatures use "
                          f"({sorted(DTYPE_NAMES.values())}).")
     shape = tensor_shape(field_value(data, 2, b""))
+    if shape is None or any(dim < 0 for dim in shape):
+        raise ValueError(f"TensorProto shape {shape} is not a known shape: a request tensor needs every size.")
     size = 1
     for dim in shape:
         size *= dim
@@ -193,10 +355,15 @@ def decode_tensor(data):
         values = field_list(data, 8)
     elif content is not None:
         code = {"float32": "f", "int32": "i", "int64": "q", "bool": "?"}[dtype]
+        if len(content) != size * struct.calcsize(code):
+            raise ValueError(f"TensorProto of shape {shape} has {len(content)} bytes of tensor_content; a {dtype} "
+                             f"tensor of that shape needs {size * struct.calcsize(code)}.")
         values = list(struct.unpack(f"<{size}{code}", content))
     elif dtype == "float32":
         values = []
         for chunk in field_list(data, 5):
+            if isinstance(chunk, bytes) and len(chunk) % 4:
+                raise WireFormatError(f"float_val holds {len(chunk)} bytes, not a whole number of floats.")
             values += (list(struct.unpack(f"<{len(chunk) // 4}f", chunk)) if isinstance(chunk, bytes)
                        else [chunk])
     else:
@@ -211,6 +378,9 @@ def decode_tensor(data):
                     values.append(value)
         values = [_signed64(v) if dtype != "bool" else bool(v) for v in values]  # negative ints are 64-bit varints
     if len(values) == 1 and size != 1:  # protocol buffers' shorthand: one value fills the tensor
+        if size > MAX_FILLED_VALUES:
+            raise ValueError(f"TensorProto of shape {shape} asks for {size} copies of one value; kzoo's contract "
+                             f"check fills at most {MAX_FILLED_VALUES}.")
         values = values * size
     if len(values) != size:
         raise ValueError(f"TensorProto of shape {shape} holds {len(values)} values; it needs {size}.")

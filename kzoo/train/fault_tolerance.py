@@ -1,5 +1,7 @@
 """Surviving failure in `fit`: per-worker backups that a killed run resumes from, and a stop at the first NaN loss."""
 
+import errno
+import hashlib
 import json
 import logging
 import math
@@ -15,6 +17,9 @@ logger = logging.getLogger("kzoo")
 
 BACKUP_PREFIX = "backup-"
 PARTIAL_PREFIX = ".partial-"  # a backup being written; never restored from
+WEIGHTS = "model.weights.h5"
+CHECKSUM = "model.weights.h5.sha256"  # written after the weights file read back whole
+KEPT_BACKUPS = 2  # the newest, and the one to fall back to if it cannot be read
 
 
 class WorkerBackupAndRestore(keras.callbacks.Callback):
@@ -32,9 +37,15 @@ class WorkerBackupAndRestore(keras.callbacks.Callback):
     - Each worker keeps its own backup, in `backup_dir/worker-<index>` (its TF_CONFIG task): Keras's writes one
       shared file that two workers cannot both hold open (h5py's file lock). On restore the workers compare the
       epoch and batch they found and, if they differ, all stop with an error naming them, before any loads anything.
-    - A backup is written into a `.partial-*` folder, flushed to disk, then renamed to `backup-<step>` (a rename is
-      atomic); only complete `backup-*` folders are restored from, so a kill during a write loses that backup and
-      keeps the one before.
+    - A backup is written into a `.partial-*` folder, flushed to disk, read back whole (every HDF5 dataset; its
+      SHA-256 recorded beside it), then renamed to `backup-<step>` (a rename is atomic); only complete `backup-*`
+      folders are restored from, so a kill during a write loses that backup and keeps the one before. The two
+      newest backups are kept: when the newest cannot be read (its checksum, state.json or HDF5 file is damaged),
+      the run resumes from the one before and says so in a warning; when none can be read, the error names the
+      folder to delete to start over.
+    - A backup the disk cannot hold is refused before HDF5 writes anything (a full disk in the middle of an HDF5
+      write can crash the process), and any `OSError` while writing (`No space left on device`) stops `fit` with an
+      error that says the previous backup is intact; the partial backup is removed.
     - A mid-epoch backup resumes at its step (Keras's resumes at the start of its epoch and runs its steps again).
 
     Args:
@@ -45,9 +56,20 @@ class WorkerBackupAndRestore(keras.callbacks.Callback):
     Example:
 
     ```python
-    model.fit(dataset, epochs=10, steps_per_epoch=500,
-              callbacks=[kzoo.train.WorkerBackupAndRestore("runs/x/backup"), kzoo.train.StopOnNaN()])
-    # killed? run the same command again: training resumes from the last epoch's backup.
+    import pathlib
+    from kzoo.train import WorkerBackupAndRestore
+
+    x = np.arange(24, dtype="float32").reshape(8, 3) / 24
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    backup = WorkerBackupAndRestore("runs/x/backup", delete_checkpoint=False)
+    model.fit(x, x.sum(1), batch_size=4, epochs=2, verbose=0, callbacks=[backup])
+    assert sorted(p.name for p in pathlib.Path("runs/x/backup/worker-0").iterdir()) == [
+        "backup-0000000002", "backup-0000000004"]  # the newest, and the one to fall back to
+    # Killed? Run the same command again: training resumes from the last backup.
+    again = WorkerBackupAndRestore("runs/x/backup")
+    model.fit(x, x.sum(1), batch_size=4, epochs=3, verbose=0, callbacks=[again])
+    assert again.restored["step"] == 4 and int(model.optimizer.iterations.numpy()) == 6
     ```
 
     References:
@@ -81,8 +103,7 @@ class WorkerBackupAndRestore(keras.callbacks.Callback):
         self.worker_dir.mkdir(parents=True, exist_ok=True)
         for partial in self.worker_dir.glob(PARTIAL_PREFIX + "*"):
             shutil.rmtree(partial)  # an interrupted write
-        latest = _latest_backup(self.worker_dir)
-        state = json.loads((latest / "state.json").read_text()) if latest else None
+        latest, state = _readable_backup(self.worker_dir)
         if self.workers > 1:
             self._check_workers_agree(state, latest)
         self.restored, self.step, self.shift, self.last_saved_step = state, 0, 0, 0
@@ -94,7 +115,7 @@ class WorkerBackupAndRestore(keras.callbacks.Callback):
                              f"{self.backup_dir} to start over.")
         if self.model.optimizer is not None and not self.model.optimizer.built:
             self.model.optimizer.build(self.model.trainable_variables)
-        self.model.load_weights(latest / "model.weights.h5")
+        self.model.load_weights(latest / WEIGHTS)
         self.model._initial_epoch = state["epoch"]
         self.step = self.last_saved_step = state["step"] or 0
         self.shift = state["batch"]  # batches of the resumed epoch already trained; its data restarts
@@ -130,19 +151,31 @@ class WorkerBackupAndRestore(keras.callbacks.Callback):
         final = self.worker_dir / f"{BACKUP_PREFIX}{epoch if step is None else step:010d}"
         if final.exists():
             return  # backed up already
+        previous = _latest_backup(self.worker_dir)
         partial = self.worker_dir / f"{PARTIAL_PREFIX}{final.name}"
-        partial.mkdir()
-        self.model.save_weights(partial / "model.weights.h5")
-        state = {"epoch": epoch, "batch": batch, "step": step, "steps_per_epoch": self.steps_per_epoch,
-                 "task": self.task, "workers": self.workers}
-        (partial / "state.json").write_text(json.dumps(state) + "\n")
-        for path in (partial / "model.weights.h5", partial / "state.json", partial):
-            _fsync(path)
-        os.rename(partial, final)
-        _fsync(self.worker_dir)
-        for older in self.worker_dir.glob(BACKUP_PREFIX + "*"):
-            if older.name < final.name:
-                shutil.rmtree(older)
+        shutil.rmtree(partial, ignore_errors=True)
+        try:
+            _check_free_space(self.model, self.worker_dir)
+            partial.mkdir()
+            self.model.save_weights(partial / WEIGHTS)
+            _fsync(partial / WEIGHTS)
+            digest = _verified_digest(partial / WEIGHTS)  # read back whole before the previous backup may go
+            (partial / CHECKSUM).write_text(digest + "\n")
+            state = {"epoch": epoch, "batch": batch, "step": step, "steps_per_epoch": self.steps_per_epoch,
+                     "task": self.task, "workers": self.workers}
+            (partial / "state.json").write_text(json.dumps(state) + "\n")
+            for path in (partial / CHECKSUM, partial / "state.json", partial):
+                _fsync(path)
+            os.rename(partial, final)
+            _fsync(self.worker_dir)
+        except OSError as error:  # a full disk, most often: say so, and keep the backup there is
+            shutil.rmtree(partial, ignore_errors=True)
+            kept = f"the previous backup {previous} is intact" if previous else "there is no earlier backup"
+            raise OSError(error.errno, f"Backing up the training state to {final} failed ({error}); {kept}. Free "
+                                       "space there, or pass another backup_dir, and run the same command again "
+                                       "to resume.") from error
+        for older in sorted(self.worker_dir.glob(BACKUP_PREFIX + "*"))[:-KEPT_BACKUPS]:
+            shutil.rmtree(older)  # the newest verified backups stay: one to resume from, one to fall back to
         self.last_saved_step = step or 0
 
     def _check_workers_agree(self, state, latest):
@@ -171,7 +204,16 @@ class StopOnNaN(keras.callbacks.Callback):
     Example:
 
     ```python
-    model.fit(x, y, callbacks=[kzoo.train.StopOnNaN()])  # FloatingPointError: loss is nan at step 3 ...
+    from kzoo.train import StopOnNaN
+
+    x = np.ones((8, 3), "float32")
+    x[5, 0] = np.nan  # in the second batch of 4
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(1)])
+    model.compile("sgd", "mse")
+    try:
+        model.fit(x, x.sum(1), batch_size=4, epochs=2, shuffle=False, verbose=0, callbacks=[StopOnNaN()])
+    except FloatingPointError as error:
+        assert str(error).startswith("loss is nan at step 2 (epoch 1, batch 2)")
     ```
     """
 
@@ -205,6 +247,61 @@ def _task_and_count(strategy):
 def _latest_backup(worker_dir):
     backups = sorted(worker_dir.glob(BACKUP_PREFIX + "*"))
     return backups[-1] if backups else None
+
+
+def _readable_backup(worker_dir):
+    """(the newest backup that reads back whole, its state), or (None, None) when there is none. An unreadable
+    newer one is passed over with a warning; when every backup is unreadable the error names the folder to delete."""
+    problems = []
+    for backup in sorted(worker_dir.glob(BACKUP_PREFIX + "*"), reverse=True):
+        try:
+            state = json.loads((backup / "state.json").read_text())
+            if not isinstance(state, dict) or not {"epoch", "batch", "step", "steps_per_epoch"} <= set(state):
+                raise ValueError(f"state.json holds {state!r}, not a backup's state")
+            expected = (backup / CHECKSUM).read_text().strip() if (backup / CHECKSUM).exists() else None
+            digest = _verified_digest(backup / WEIGHTS)
+            if expected is not None and digest != expected:
+                raise ValueError(f"{WEIGHTS} has SHA-256 {digest}, not the {expected} it was written with")
+        except (OSError, ValueError) as error:  # json.JSONDecodeError and UnicodeDecodeError are ValueErrors
+            problems.append(f"{backup.name}: {error}")
+            logger.warning("The backup %s is unreadable (%s); %s.", backup, error,
+                           "trying the one before it" if backup != min(worker_dir.glob(BACKUP_PREFIX + "*"))
+                           else "there is no earlier one")
+            continue
+        if problems:
+            logger.warning("Resuming from the older backup %s, since the newer ones are unreadable: %s.", backup,
+                           "; ".join(problems))
+        return backup, state
+    if problems:
+        raise RuntimeError(f"No backup in {worker_dir} can be read ({'; '.join(problems)}), so training cannot "
+                           f"resume. Delete {worker_dir} to start this run from its first step.")
+    return None, None
+
+
+def _verified_digest(weights_file):
+    """The SHA-256 of a weights file, after checking that every dataset in it reads back (h5py)."""
+    import h5py
+
+    digest = hashlib.sha256()
+    with open(weights_file, "rb") as file:
+        while chunk := file.read(1 << 20):
+            digest.update(chunk)
+    try:
+        with h5py.File(weights_file, "r") as h5:
+            h5.visititems(lambda name, item: item[()] if isinstance(item, h5py.Dataset) else None)
+    except (OSError, KeyError, RuntimeError) as error:
+        raise ValueError(f"{weights_file.name} does not read back as HDF5 ({error})") from None
+    return digest.hexdigest()
+
+
+def _check_free_space(model, folder):
+    """Refuse a backup the disk cannot hold, before HDF5 starts writing it (a full disk mid-write can crash it)."""
+    variables = list(model.weights) + (list(model.optimizer.variables) if model.optimizer is not None else [])
+    needed = sum(math.prod(v.shape) * np.dtype(v.dtype).itemsize for v in variables) * 1.1 + (1 << 20)
+    free = shutil.disk_usage(folder).free
+    if free < needed:
+        raise OSError(errno.ENOSPC, f"No space left on device: the backup needs about {int(needed)} bytes and "
+                                    f"{folder} has {free} free")
 
 
 def _gather_from_workers(strategy, values):

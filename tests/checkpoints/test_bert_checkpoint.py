@@ -244,3 +244,59 @@ def test_folder_without_a_checkpoint(tmp_path):
     (tmp_path / "notes.txt").write_text("")
     with pytest.raises(FileNotFoundError, match=r"holds no BERT checkpoint: expected config.json .*found notes.txt"):
         read_checkpoint(tmp_path)
+
+
+def test_a_config_that_does_not_describe_the_weights_fails_before_building(tmp_path, tiny_tensors, monkeypatch):
+    huge = {**tiny_config(), "hidden_size": 400000, "num_attention_heads": 4}  # would be about 50 GB
+    folder = write_huggingface(tmp_path, tiny_tensors, huge)
+    monkeypatch.setattr(Bert, "__init__", lambda *a, **k: pytest.fail("a model was built"))
+    with pytest.raises(ValueError, match=r"config.json does not describe the tensors of .*model.safetensors .*no "
+                                         r"model was built:\n  bert.embeddings.word_embeddings.weight: expected "
+                                         r"\(\d+, 400000\), found \(\d+, 32\)"):
+        Bert.from_checkpoint(folder)
+    write_huggingface(tmp_path, tiny_tensors, {**tiny_config(), "num_hidden_layers": 5000})
+    with pytest.raises(ValueError, match=r"2 encoder layers, but num_hidden_layers=5000"):
+        Bert.from_checkpoint(folder)
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"{'vocab_size': 30522,", r"config.json is not JSON \(Expecting property name .*\): expected a BERT config"),
+    (b"[30522, 2, 128]", r"config.json holds a JSON list; expected a BERT configuration, a JSON object with vocab"),
+    (b"\x89PNG\r\n\x1a\n", r"config.json is not UTF-8 text \(byte offset 0\)"),
+    (b'{"vocab_size": 30522, "num_hidden_layers": 2, "hidden_size": "big", "num_attention_heads": 2}',
+     r"config.json has hidden_size='big': expected a positive integer"),
+    (b'{"vocab_size": 30522, "num_hidden_layers": 2, "hidden_size": 30, "num_attention_heads": 4}',
+     r"hidden_size=30, which is not divisible by num_attention_heads=4"),
+])
+def test_a_config_that_is_not_a_bert_configuration_names_the_file(tmp_path, tiny_tensors, content, message):
+    folder = write_huggingface(tmp_path, tiny_tensors, tiny_config())
+    (folder / "config.json").write_bytes(content)
+    with pytest.raises(ValueError, match=message):
+        Bert.from_checkpoint(folder)
+
+
+def test_a_missing_config_names_the_folders_own_config_json(tmp_path, tiny_tensors):
+    folder = write_huggingface(tmp_path / "all-MiniLM", tiny_tensors, tiny_config())
+    (folder / "config.json").unlink()
+    (folder / "1_Pooling").mkdir()  # as in a sentence-transformers folder
+    (folder / "1_Pooling" / "config.json").write_text('{"word_embedding_dimension": 32}')
+    with pytest.raises(FileNotFoundError, match=r"all-MiniLM/config.json does not exist: expected a BERT config"):
+        Bert.from_checkpoint(folder)
+
+
+def test_a_binary_vocabulary_names_the_file(tmp_path, tiny_tensors):
+    folder = write_huggingface(tmp_path, tiny_tensors, tiny_config())
+    (folder / "vocab.txt").write_bytes(b"[PAD]\n[UNK]\n" + bytes(range(128, 256)))
+    with pytest.raises(ValueError, match=r"vocab.txt is not UTF-8 text \(byte 0x80 at offset 12\): expected a "
+                                         r"WordPiece vocabulary"):
+        read_checkpoint(folder)
+    (folder / "vocab.txt").write_bytes(b"[PAD]\n[UNK]\x00\x00\n")
+    with pytest.raises(ValueError, match=r"vocab.txt holds a NUL byte on line 2, so it is a binary file"):
+        read_checkpoint(folder)
+
+
+def test_a_weight_holding_nan_is_refused_naming_the_tensor(tmp_path, tiny_tensors):
+    tiny_tensors["bert.encoder.layer.1.attention.self.key.weight"][3, :2] = [np.nan, np.inf]
+    with pytest.raises(ValueError, match=r"NaN or infinite values: bert.encoder.layer.1.attention.self.key.weight "
+                                         r"\(2 of 1024 values\)"):
+        Bert.from_checkpoint(write_huggingface(tmp_path, tiny_tensors, tiny_config()))

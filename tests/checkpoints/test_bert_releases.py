@@ -2,8 +2,13 @@
 
 import hashlib
 import io
+import json
+import re
+import threading
 import urllib.error
 import urllib.request
+import warnings
+import zipfile
 
 import numpy as np
 import pytest
@@ -148,3 +153,96 @@ def test_unknown_name_and_incomplete_cache_folder(mirror):
     (folder / "vocab.txt").write_text("[PAD]\n")
     with pytest.raises(FileExistsError, match="holds no bert_config.json"):
         bert_releases.fetch(NAME)
+
+
+def bucket_archive(mirror):
+    return mirror / "bucket" / "2020_02_20" / f"{NAME}.zip"
+
+
+def test_an_archive_with_two_configurations_is_refused(mirror):
+    archive = bucket_archive(mirror)
+    with zipfile.ZipFile(archive, "a") as zip_file:  # a second, different configuration in a subfolder
+        zip_file.writestr("other/bert_config.json", json.dumps({**CONFIG, "hidden_size": 4096}))
+    with pytest.raises(ValueError, match=r"holds 2 bert_config.json files \(bert_config.json, other/bert_config.json"):
+        bert_releases.fetch(NAME)
+    assert cached_files(mirror) == []
+
+
+def test_an_archive_whose_member_names_repeat_is_refused(mirror):
+    archive = bucket_archive(mirror)
+    with warnings.catch_warnings(), zipfile.ZipFile(archive, "a") as zip_file:
+        warnings.simplefilter("ignore")  # zipfile warns of the duplicate name, as it should
+        zip_file.writestr("bert_config.json", json.dumps({**CONFIG, "vocab_size": 10**9}))
+    with pytest.raises(ValueError, match=r"holds bert_config.json more than once"):
+        bert_releases.fetch(NAME)
+    assert cached_files(mirror) == []
+
+
+def test_a_flipped_byte_in_compressed_data_names_the_url(mirror):
+    archive = bucket_archive(mirror)
+    with zipfile.ZipFile(archive) as zip_file:
+        info = max(zip_file.infolist(), key=lambda i: i.compress_size)
+    data = bytearray(archive.read_bytes())
+    start = info.header_offset + 30 + int.from_bytes(data[info.header_offset + 26 : info.header_offset + 28], "little")
+    start += int.from_bytes(data[info.header_offset + 28 : info.header_offset + 30], "little")
+    data[start] |= 0b110  # the first deflate block's type becomes 3, which does not exist: zlib.error
+    archive.write_bytes(bytes(data))
+    with pytest.raises(ValueError, match=rf"{re.escape(bert_releases.BASE_URL)}/2020_02_20/{NAME}.zip did not download "
+                                         r"as a whole zip archive \(error: .*invalid block type"):
+        bert_releases.fetch(NAME)
+    assert cached_files(mirror) == []
+
+
+def test_an_archive_that_unpacks_far_larger_than_it_is_is_refused(mirror):
+    with zipfile.ZipFile(bucket_archive(mirror), "a", zipfile.ZIP_DEFLATED) as zip_file:
+        zip_file.writestr("padding.bin", bytes(64 << 20))  # 64 MiB of zeros in about 64 KiB
+    with pytest.raises(ValueError, match=r"would unpack \d+ bytes into \d+, more than the \d+ a BERT checkpoint"):
+        bert_releases.fetch(NAME)
+    assert cached_files(mirror) == []
+
+
+def test_a_killed_downloads_part_file_is_taken_over_and_removed(mirror):
+    models = mirror / "cache" / "bert_models" / "2020_02_20"
+    models.mkdir(parents=True)
+    (models / f".{NAME}.zip.part").write_bytes(b"PK\x03\x04 half an archive")  # the process was killed
+    (models / f".{NAME}.k3j2h1.zip.part").write_bytes(b"older kzoo's random name")
+    (models / f".{NAME}.x9y8.part").mkdir()  # killed while unzipping
+    (models / ".uncased_L-4_H-512_A-8.zip.part").write_bytes(b"another release's: not touched")
+    folder = bert_releases.fetch(NAME)
+    assert (folder / "bert_config.json").is_file()
+    assert sorted(p.name for p in models.iterdir()) == [".uncased_L-4_H-512_A-8.zip.part", NAME]
+
+
+def test_an_archive_member_that_would_unzip_outside_its_folder_is_refused(mirror):
+    with zipfile.ZipFile(bucket_archive(mirror), "a") as zip_file:
+        zip_file.writestr("../../outside.txt", "escaped")
+    with pytest.raises(ValueError, match=r"members that would unzip outside their folder: \['../../outside.txt'\]"):
+        bert_releases.fetch(NAME)
+    assert cached_files(mirror) == [] and not (mirror / "outside.txt").exists()
+
+
+def test_a_second_fetch_of_the_same_release_waits_for_the_first_and_downloads_nothing(mirror, monkeypatch):
+    opened, first_is_downloading, let_it_finish = [], threading.Event(), threading.Event()
+    urlopen = urllib.request.urlopen
+
+    def slow_urlopen(url, timeout):
+        opened.append(url)
+        first_is_downloading.set()
+        let_it_finish.wait(timeout=30)
+        return urlopen(url, timeout=timeout)
+
+    monkeypatch.setattr(urllib.request, "urlopen", slow_urlopen)
+    folders = {}
+    first = threading.Thread(target=lambda: folders.setdefault("first", bert_releases.fetch(NAME)))
+    second = threading.Thread(target=lambda: folders.setdefault("second", bert_releases.fetch(NAME)))
+    first.start()
+    assert first_is_downloading.wait(timeout=30)
+    second.start()
+    second.join(timeout=0.5)
+    assert second.is_alive()  # waiting on the download's lock, not downloading a second copy
+    let_it_finish.set()
+    first.join(timeout=30)
+    second.join(timeout=30)
+    assert folders["first"] == folders["second"] and (folders["first"] / "bert_config.json").is_file()
+    assert len(opened) == 1
+    assert not list(folders["first"].parent.glob(".*"))  # no part file or unzip folder left

@@ -56,7 +56,7 @@ def test_the_cache_takes_the_size_of_keys_and_of_values():
     x_prime, u = np.random.default_rng(0).normal(size=(2, 2, 4, 16)).astype("float32")
     full = block(x_prime, u).numpy()
     keys, values = block.empty_cache(2, 6, "float32")
-    assert keys.shape == (2, 6, 2, 8) and values.shape == (2, 6, 2, 12)
+    assert keys.shape == (2, 2, 6, 8) and values.shape == (2, 2, 6, 12)  # (batch, heads, max_length, size)
     cached, _ = block.decode_step(x_prime, 0, (keys, values), block.cross_attention.key_value(u))
     np.testing.assert_allclose(cached.numpy(), full, atol=1e-5)
 

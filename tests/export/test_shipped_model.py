@@ -36,3 +36,22 @@ def test_shipped_translator_serves_raw_text_and_scores_well():
     assert len(translations) == 43 and all(isinstance(t, str) for t in translations)
     assert translations[0] == "Ein Mann mit einem orangefarbenen Hut starrt auf etwas."
     assert sacrebleu.corpus_bleu(translations[:40], [references[:40]]).score > 30
+
+
+def test_shipped_translator_loads_in_python_and_translates_as_served():
+    import tensorflow as tf
+
+    from kzoo.translator import Translator
+
+    sources, _ = multi30k("val")
+    translator = Translator.load(SHIPPED)
+    assert translator.settings() == {"method": "beam", "beam_size": 4, "length_penalty": 0.6, "max_source_length": 128,
+                                     "max_output_factor": 1.5, "sampling": {}, "max_sentences": 512,
+                                     "max_positions": 8192}
+    assert translator.model.count_params() == 7_577_600
+    serve = tf.saved_model.load(str(SHIPPED)).signatures["serving_default"]
+    served = [t.decode() for t in serve(text=tf.constant(sources[:6]))["translation"].numpy()]
+    assert translator(sources[:6]) == served
+    assert served[1] == "Ein Mann schläft in einem grünen Raum auf einem Sofa."
+    newest = max(int(p.name) for p in SHIPPED.parent.iterdir() if p.name.isdigit())
+    assert Translator.load(SHIPPED.parent).model.count_params() == 7_577_600 and newest >= 2

@@ -24,14 +24,14 @@ DECODER_LENGTH, ENCODER_LENGTH = 6, 7
 def perturb_weights(layer, rng, scale=0.2):
     """Move every weight of `layer` off its initial value, so zero biases and unit gammas are copied too."""
     for weight in layer.weights:
-        weight.assign(weight.numpy() + rng.normal(scale=scale, size=weight.shape).astype("float32"))
+        weight.assign(np.asarray(weight) + rng.normal(scale=scale, size=weight.shape).astype("float32"))
 
 
 def copy_weights(pairs):
     """Assign each (kzoo weight, reference weight) pair, checking the shapes match one to one."""
     for ours, theirs in pairs:
         assert tuple(ours.shape) == tuple(theirs.shape), (ours.path, ours.shape, theirs.path, theirs.shape)
-        theirs.assign(ours.numpy())
+        theirs.assign(np.asarray(ours))
 
 
 def multi_head_pairs(multi_head, mha):

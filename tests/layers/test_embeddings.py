@@ -21,13 +21,13 @@ def test_token_embedding_harness():
 def test_token_embedding_scales_by_sqrt_d_and_ties_the_output_projection():
     layer = TokenEmbedding(vocabulary_size=10, hidden_dim=16)
     ids = np.array([[1, 2, 3]])
-    x = layer(ids).numpy()
-    table = layer.embeddings.numpy()
+    x = np.asarray(layer(ids))
+    table = np.asarray(layer.embeddings)
     np.testing.assert_allclose(x[0], table[[1, 2, 3]] * math.sqrt(16), rtol=1e-6)
-    logits = layer(x, reverse=True).numpy()
+    logits = np.asarray(layer(x, reverse=True))
     np.testing.assert_allclose(logits, x @ table.T, rtol=1e-5, atol=1e-5)
     unscaled = TokenEmbedding(vocabulary_size=10, hidden_dim=16, scale=False)
-    np.testing.assert_allclose(unscaled(ids).numpy()[0], unscaled.embeddings.numpy()[[1, 2, 3]])
+    np.testing.assert_allclose(np.asarray(unscaled(ids))[0], np.asarray(unscaled.embeddings)[[1, 2, 3]])
 
 
 def paper_encoding(length, d):
@@ -41,10 +41,10 @@ def paper_encoding(length, d):
 
 def test_sinusoidal_encoding_is_the_papers_formula():
     x = np.zeros((2, 11, 12), "float32")
-    encoding = SinusoidalPositionEncoding()(x).numpy()
+    encoding = np.asarray(SinusoidalPositionEncoding()(x))
     np.testing.assert_allclose(encoding[0], paper_encoding(11, 12), atol=1e-5)
     np.testing.assert_array_equal(encoding[0], encoding[1])
-    shifted = SinusoidalPositionEncoding()(x[:, :3], start_index=8).numpy()
+    shifted = np.asarray(SinusoidalPositionEncoding()(x[:, :3], start_index=8))
     np.testing.assert_allclose(shifted[0], paper_encoding(11, 12)[8:], atol=1e-5)
 
 
@@ -69,9 +69,9 @@ def test_position_embedding_harness_and_values():
         expected_num_params=80,
     )
     x = np.zeros((1, 4, 8), "float32")
-    table = layer.position_embeddings.numpy()
-    np.testing.assert_array_equal(layer(x).numpy()[0], table[:4])
-    np.testing.assert_array_equal(layer(x, start_index=3).numpy()[0], table[3:7])
+    table = np.asarray(layer.position_embeddings)
+    np.testing.assert_array_equal(np.asarray(layer(x))[0], table[:4])
+    np.testing.assert_array_equal(np.asarray(layer(x, start_index=3))[0], table[3:7])
 
 
 def test_position_embedding_refuses_sequences_longer_than_its_table():

@@ -36,7 +36,7 @@ def test_returns_one_weight_matrix_per_head():
     y, alpha = MultiHead(num_heads=4, key_dim=4)(x, x[:, :3], return_attention_scores=True)
     assert y.shape == (2, 3, 16)
     assert alpha.shape == (2, 4, 3, 6)
-    np.testing.assert_allclose(alpha.numpy().sum(-1), 1.0, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(alpha).sum(-1), 1.0, atol=1e-6)
 
 
 @pytest.mark.parametrize("kwargs", [{"num_heads": 0, "key_dim": 4}, {"num_heads": 2, "key_dim": 4, "output_dim": 0}])

@@ -53,14 +53,14 @@ def test_tied_masked_lm_head_matches_the_formula():
     x = {**features(), "masked_positions": np.array([[1, 3, 0], [2, 2, 9], [4, 8, 6], [9, 1, 5]], "int32")}
     head = pretrainer.masked_lm_head
     head.output_bias.assign(np.linspace(-1, 1, TINY["vocabulary_size"]).astype("float32"))
-    logits = pretrainer(x)["mlm"].numpy()
-    sequence = backbone({k: v for k, v in x.items() if k != "masked_positions"})["sequence_output"].numpy()
+    logits = np.asarray(pretrainer(x)["mlm"])
+    sequence = np.asarray(backbone({k: v for k, v in x.items() if k != "masked_positions"})["sequence_output"])
     gathered = np.take_along_axis(sequence, x["masked_positions"][..., None], axis=1)
-    kernel, bias = (w.numpy() for w in head.dense.weights)
+    kernel, bias = (np.asarray(w) for w in head.dense.weights)
     hidden = keras.ops.convert_to_numpy(keras.activations.gelu(gathered @ kernel + bias, approximate=False))
-    gamma, beta = (w.numpy() for w in head.norm.weights)
+    gamma, beta = (np.asarray(w) for w in head.norm.weights)
     hidden = layer_norm(hidden) * gamma + beta
-    expected = hidden @ backbone.token_embedding.embeddings.numpy().T + head.output_bias.numpy()
+    expected = hidden @ np.asarray(backbone.token_embedding.embeddings).T + np.asarray(head.output_bias)
     np.testing.assert_allclose(logits, expected, atol=1e-4)
     # Tied: the head owns no output matrix, only its transform, norm and bias.
     hidden_dim = TINY["hidden_dim"]
@@ -84,7 +84,7 @@ def test_pretrainer_loss_is_mlm_mean_over_real_slots_plus_nsp():
     pretrainer = BertPretrainer(Bert(**TINY, dropout=0.0))
     pretrainer.compile()
     x, labels, weights = pretraining_batch()
-    outputs = {name: value.numpy() for name, value in pretrainer(x).items()}
+    outputs = {name: np.asarray(value) for name, value in pretrainer(x).items()}
     mlm_nll = -np.take_along_axis(log_softmax(outputs["mlm"]), labels["mlm"][..., None], -1)[..., 0]
     expected_mlm = (mlm_nll * weights["mlm"]).sum() / weights["mlm"].sum()
     expected_nsp = -np.take_along_axis(log_softmax(outputs["nsp"]), labels["nsp"][:, None], -1).mean()
@@ -113,22 +113,22 @@ def test_pretrainer_learns_and_round_trips():
     path = pathlib.Path(tempfile.mkdtemp()) / "pretrainer.keras"
     pretrainer.save(path)
     restored = keras.saving.load_model(path)
-    np.testing.assert_allclose(restored(x)["mlm"].numpy(), pretrainer(x)["mlm"].numpy(), atol=1e-5)
+    np.testing.assert_allclose(np.asarray(restored(x)["mlm"]), np.asarray(pretrainer(x)["mlm"]), atol=1e-5)
     assert restored.get_config() == pretrainer.get_config()
     # load_model compiles it as it was saved: the optimizer comes back with its state, so training can go on.
     assert type(restored.optimizer) is keras.optimizers.Adam and int(restored.optimizer.iterations) == 150
     for saved, loaded in zip(pretrainer.optimizer.variables, restored.optimizer.variables, strict=True):
-        np.testing.assert_array_equal(loaded.numpy(), saved.numpy())
+        np.testing.assert_array_equal(np.asarray(loaded), np.asarray(saved))
 
 
 def test_heads_share_the_backbone_weights():
     backbone = Bert(**TINY)
     classifier = BertClassifier(backbone, num_classes=3)
     assert classifier.backbone is backbone
-    before = backbone.pooler.weights[0].numpy().copy()
+    before = np.asarray(backbone.pooler.weights[0]).copy()
     classifier.compile(optimizer=keras.optimizers.SGD(0.5))
     classifier.fit(features(), np.array([0, 1, 2, 1]), verbose=0)
-    assert not np.allclose(backbone.pooler.weights[0].numpy(), before)
+    assert not np.allclose(np.asarray(backbone.pooler.weights[0]), before)
 
 
 @pytest.mark.parametrize(
@@ -187,20 +187,20 @@ def test_question_answerer_spans():
     x["token_ids"][np.arange(48), ends + 1] = 6  # ... and ends just before token 6
     x["padding_mask"][0, 9:] = 0
     outputs = reader(x)
-    assert np.all(outputs["start"].numpy()[0, 9:] < -1e8) and np.all(outputs["end"].numpy()[0, 9:] < -1e8)
+    assert np.all(np.asarray(outputs["start"])[0, 9:] < -1e8) and np.all(np.asarray(outputs["end"])[0, 9:] < -1e8)
     reader.compile(optimizer=keras.optimizers.Adam(3e-3))
     reader.fit(x, {"start": starts, "end": ends}, batch_size=16, epochs=40, verbose=0)
     outputs = reader.predict(x, verbose=0)
-    best_start, best_end = (v.numpy() for v in reader.best_spans(outputs["start"], outputs["end"]))
+    best_start, best_end = (np.asarray(v) for v in reader.best_spans(outputs["start"], outputs["end"]))
     assert np.mean((best_start == starts) & (best_end == ends)) >= 0.9
 
 
 def test_best_spans_respects_order_and_length():
     start = np.array([[0.0, 5.0, 0.0, 0.0, 9.0]], "float32")
     end = np.array([[0.0, 0.0, 4.0, 8.0, 1.0]], "float32")
-    s, e = (v.numpy() for v in BertQuestionAnswerer.best_spans(start, end, max_answer_length=3))
+    s, e = (np.asarray(v) for v in BertQuestionAnswerer.best_spans(start, end, max_answer_length=3))
     assert (s[0], e[0]) == (1, 3)  # 5 + 8 = 13; the best start (4) has only itself as an end: 9 + 1
-    s, e = (v.numpy() for v in BertQuestionAnswerer.best_spans(start, end, max_answer_length=2))
+    s, e = (np.asarray(v) for v in BertQuestionAnswerer.best_spans(start, end, max_answer_length=2))
     assert (s[0], e[0]) == (4, 4)  # (1, 3) is three tokens long now: (4, 4) = 10 beats (1, 2) = 9
 
 
@@ -208,7 +208,7 @@ def test_mean_pooling_classifier_reads_the_mean_of_the_real_tokens():
     backbone = Bert(**TINY, dropout=0.0)
     classifier = BertClassifier(backbone, num_classes=3, pooling="mean", dropout=0.0)
     x = features()
-    sequence = backbone(x)["sequence_output"].numpy()
+    sequence = np.asarray(backbone(x)["sequence_output"])
     mask = x["padding_mask"][:, :, None]
     mean = (sequence * mask).sum(1) / mask.sum(1)
     kernel, bias = classifier.output_dense.get_weights()

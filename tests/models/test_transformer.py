@@ -44,6 +44,7 @@ def test_shared_embeddings_are_one_matrix():
     assert unshared.count_params() - model.count_params() == 50 * 16
 
 
+@pytest.mark.backend_independent
 def test_paper_parameter_counts():
     # Vaswani et al. (2017), Table 3, with a 37,000-token shared vocabulary and tied embeddings: base "65M",
     # big "213M". Counting every weight exactly, base is 63.1M (the paper's figure is rounded up) and big 214.2M.
@@ -56,6 +57,7 @@ def test_paper_parameter_counts():
     assert abs(big.count_params() - 213e6) / 213e6 < 0.01
 
 
+@pytest.mark.backend_independent
 def test_presets_take_overrides():
     model = kzoo.transformer_small(vocabulary_size=300, target_vocabulary_size=200, num_encoder_layers=1)
     assert model.num_encoder_layers == 1 and model.num_decoder_layers == 3

@@ -71,3 +71,22 @@ def test_recipe_runs_top_to_bottom(name, tmp_path, monkeypatch):
 
 def test_every_recipe_has_a_tiny_budget():
     assert sorted(p.name for p in RECIPES.glob("*.ipynb")) == sorted(TINY_BUDGETS)
+
+
+def test_every_recipe_has_a_reader_budget_and_shows_its_outputs():
+    """`make notebooks` executes each recipe with a short real budget and commits it with its outputs, plots
+    included, so that a reader on GitHub sees a run."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("execute_notebooks", RECIPES / "execute_notebooks.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert sorted(module.READER_BUDGETS) == sorted(TINY_BUDGETS)
+    for name, (phrases, figures) in EXPECTED.items():
+        notebook = nbformat.read(RECIPES / name, as_version=4)
+        code = [cell for cell in notebook.cells if cell.cell_type == "code"]
+        outputs = [o for cell in code for o in cell.get("outputs", [])]
+        assert not [o for o in outputs if o.output_type == "error"], name
+        text = "".join(o.get("text", "") for o in outputs if o.output_type == "stream")
+        assert all(phrase in text for phrase in phrases), (name, [p for p in phrases if p not in text])
+        assert sum("image/png" in o.get("data", {}) for o in outputs) == figures, name

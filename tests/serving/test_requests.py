@@ -1,6 +1,9 @@
 """TF Serving's request and response formats, and the protocol-buffer reading behind the contract loader, checked
 against TensorFlow's and tensorflow-serving-api's own message classes."""
 
+import json
+import re
+
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -143,3 +146,26 @@ def test_model_config_serves_every_model_folder(tmp_path):
         '    model_platform: "tensorflow"\n  }\n}\n')
     with pytest.raises(ValueError, match="no models"):
         model_config([])
+
+
+def test_a_response_body_is_read_from_its_json_text_and_a_single_output_is_named():
+    text = json.dumps({"predictions": [{"label": "positive", "probabilities": [0.1, 0.9]}]})
+    assert read_rest_response(text) == {"label": ["positive"], "probabilities": [[0.1, 0.9]]}
+    assert read_rest_response(text.encode()) == read_rest_response(text)
+    assert read_rest_response('{"outputs": ["Hallo"]}', output_name="translation") == {"translation": ["Hallo"]}
+    with pytest.raises(ValueError, match="one unnamed output .* pass output_name="):
+        read_rest_response({"predictions": ["Hallo"]})
+    assert read_rest_response({"outputs": []}) == {}
+    with pytest.raises(ValueError, match="not JSON"):
+        read_rest_response("<html>502 Bad Gateway</html>")
+    with pytest.raises(ValueError, match="a JSON list, not the object"):
+        read_rest_response("[1, 2]")
+    with pytest.raises(RuntimeError, match="bad input"):
+        read_rest_response('{"error": "bad input"}')
+
+
+def test_the_op_audit_documents_the_names_it_defines():
+    import kzoo.serving.op_audit as op_audit
+
+    documented = set(re.findall(r"`([A-Z][A-Z_]+)`", op_audit.__doc__))
+    assert documented and documented <= set(vars(op_audit)), documented - set(vars(op_audit))

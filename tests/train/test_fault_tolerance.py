@@ -2,7 +2,10 @@
 process, and two workers), a backup interrupted mid-write is never restored, workers that found different backups
 refuse to resume, and a NaN loss stops training with the step it happened at."""
 
+import errno
 import json
+import logging
+import shutil
 
 import keras
 import numpy as np
@@ -137,3 +140,84 @@ def test_two_killed_workers_resume_together_and_end_with_the_uninterrupted_weigh
     for a, b in zip(resumed[0]["weights"], resumed[1]["weights"]):
         np.testing.assert_array_equal(a, b)
     assert_same_training(resumed[0], fit_worker.train(), first_epoch=1)
+
+
+def two_backups(tmp_path):
+    """Backups after epochs 1 and 2 of a fit, and the weights at each."""
+    x, y = tiny_data()
+    model, weights = tiny_model(), []
+    record = keras.callbacks.LambdaCallback(on_epoch_end=lambda epoch, logs: weights.append(model.get_weights()))
+    model.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0,
+              callbacks=[WorkerBackupAndRestore(tmp_path, delete_checkpoint=False), record])
+    worker_dir = tmp_path / "worker-0"
+    assert sorted(p.name for p in worker_dir.iterdir()) == ["backup-0000000004", "backup-0000000008"]
+    return worker_dir, weights
+
+
+def resume(tmp_path, epochs=2):
+    x, y = tiny_data()
+    model, backup = tiny_model(), WorkerBackupAndRestore(tmp_path, delete_checkpoint=False)
+    model.fit(x, y, batch_size=4, epochs=epochs, shuffle=False, verbose=0, callbacks=[backup])
+    return model, backup
+
+
+@pytest.mark.parametrize("damage", ["truncated weights", "flipped byte", "state not json"])
+def test_an_unreadable_newest_backup_falls_back_to_the_one_before_and_says_so(tmp_path, caplog, damage):
+    worker_dir, weights = two_backups(tmp_path)
+    newest = worker_dir / "backup-0000000008"
+    data = (newest / "model.weights.h5").read_bytes()
+    if damage == "truncated weights":
+        (newest / "model.weights.h5").write_bytes(data[: len(data) // 2])
+    elif damage == "flipped byte":
+        (newest / "model.weights.h5").write_bytes(data[:-20] + bytes([data[-20] ^ 1]) + data[-19:])
+    else:
+        (newest / "state.json").write_text('{"epoch": 2, "batch"')
+    with caplog.at_level(logging.WARNING, logger="kzoo"):
+        model, backup = resume(tmp_path, epochs=1)  # epoch 1 was backed up: nothing left to train
+    assert backup.restored["step"] == 4
+    assert f"The backup {newest} is unreadable" in caplog.text and "Resuming from the older backup" in caplog.text
+    for restored, expected in zip(model.get_weights(), weights[0]):
+        np.testing.assert_array_equal(restored, expected)
+
+
+def test_when_no_backup_can_be_read_the_error_names_the_folder_to_delete(tmp_path):
+    worker_dir, _ = two_backups(tmp_path)
+    for backup in worker_dir.iterdir():
+        (backup / "model.weights.h5").write_bytes(b"\x89HDF\r\n\x1a\n broken")
+    with pytest.raises(RuntimeError, match=rf"No backup in {worker_dir} can be read \(backup-0000000008: .*; "
+                                           rf"backup-0000000004: .*\), so training cannot resume. Delete "
+                                           rf"{worker_dir} to start"):
+        resume(tmp_path)
+
+
+def test_a_full_disk_during_a_backup_fails_clearly_and_keeps_the_previous_backup(tmp_path, monkeypatch):
+    x, y = tiny_data()
+    model = tiny_model()
+    model.fit(x, y, batch_size=4, epochs=1, shuffle=False, verbose=0,
+              callbacks=[WorkerBackupAndRestore(tmp_path, delete_checkpoint=False)])
+    after_epoch_1 = model.get_weights()
+
+    def disk_full(path, *args, **kwargs):
+        open(path, "wb").write(b"\x89HDF\r\n\x1a\n")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(model, "save_weights", disk_full)
+    with pytest.raises(OSError, match=r"Backing up the training state to .*backup-0000000008 failed \(\[Errno 28\] "
+                                      r"No space left on device\); the previous backup .*backup-0000000004 is intact"):
+        model.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0,
+                  callbacks=[WorkerBackupAndRestore(tmp_path, delete_checkpoint=False)])
+    monkeypatch.undo()
+    assert sorted(p.name for p in (tmp_path / "worker-0").iterdir()) == ["backup-0000000004"]
+    restored, backup = resume(tmp_path, epochs=1)
+    assert backup.restored["step"] == 4
+    for a, b in zip(restored.get_weights(), after_epoch_1):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_a_backup_the_disk_cannot_hold_is_refused_before_writing(tmp_path, monkeypatch):
+    monkeypatch.setattr(fault_tolerance.shutil, "disk_usage", lambda path: shutil._ntuple_diskusage(10**9, 10**9, 4096))
+    x, y = tiny_data()
+    with pytest.raises(OSError, match=r"No space left on device: the backup needs about \d+ bytes and .* has 4096 "
+                                      r"free\); there is no earlier backup"):
+        tiny_model().fit(x, y, batch_size=4, epochs=1, verbose=0, callbacks=[WorkerBackupAndRestore(tmp_path)])
+    assert list((tmp_path / "worker-0").iterdir()) == []

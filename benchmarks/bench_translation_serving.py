@@ -1,0 +1,199 @@
+"""Translation serving, text in → text out: kzoo's exported translator against CTranslate2 on the same weights.
+
+The shipped translator (saved_models/transformer_multi30k_en_de, its newest version: 3+3 post-LN blocks, d_model
+256, 8,000 shared SentencePiece pieces, beam 4) served four ways, in one run:
+- kzoo SavedModel, TF Python: `tf.saved_model.load` and its `serving_default` (tokenizing, beam search and
+  detokenizing in the graph), with 2 intra-op and 2 inter-op threads.
+- kzoo SavedModel, C API: `kzoo.serving.ContractLoader`, TF Serving's loading path (TensorFlow's C API, in its own
+  process, TensorFlow's default threads: one per core) answering TF Serving REST bodies.
+- CTranslate2 float32 and int8: `kzoo.export.export_ctranslate2` of the same weights (int8 with
+  `quantization="int8"`), run by `ctranslate2.Translator` with 2 intra-op threads, through
+  `kzoo.export.ctranslate2_export.translate_ctranslate2` (the kzoo tokenizer in Python, beam 4, CTranslate2's
+  length penalty 0.45, kzoo's output limits).
+Throughput: test_2016_flickr sorted by length in batches of 64, the same batches for every contender, the contenders
+taking turns on every batch; sentences/s and target tokens/s (subword pieces of the output, end token counted) per
+round, medians over rounds. Latency: single sentences, the contenders taking turns on each; p50 and p95 over all
+rounds. BLEU (sacreBLEU, cased) of each contender's batch-64 output on all of test_2016_flickr. CPU time over wall
+time while translating batches of 64 (2.0 = both cores busy; the C API loader's is its own process's). Machine load:
+`os.getloadavg()` before and after, and how many cores other processes kept busy (/proc/stat).
+
+Usage:
+    .venv/bin/python benchmarks/bench_translation_serving.py --output benchmarks/RESULTS.md
+    .venv/bin/python benchmarks/bench_translation_serving.py --quick
+"""
+
+import argparse
+import os
+import pathlib
+import resource
+import statistics
+import tempfile
+import time
+
+import tensorflow as tf
+from results_file import environment, replace_section
+from timing import OtherLoad
+
+from kzoo.data import multi30k, shipped_model
+from kzoo.export import export_ctranslate2
+from kzoo.export.ctranslate2_export import translate_ctranslate2
+from kzoo.serving import ContractLoader
+from kzoo.train.quality import translation_scores
+from kzoo.translator import Translator
+
+SECTION = "translation-serving"
+THREADS = 2
+BATCH = 64
+MODEL = "transformer_multi30k_en_de"
+
+
+def own_cpu_seconds():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def process_cpu_seconds(pid):
+    """User plus system CPU seconds of another process (/proc/<pid>/stat, fields 14 and 15)."""
+    fields = pathlib.Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def contenders(version, translator, folder):
+    """{name: (translate(texts) -> strings, cpu_seconds() -> float, close())}."""
+    import ctranslate2
+    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the SavedModel's graph uses)
+
+    serve = tf.saved_model.load(str(version)).signatures["serving_default"]
+    loader = ContractLoader(version)
+    float32 = ctranslate2.Translator(str(export_ctranslate2(translator.model, translator.tokenizer, folder / "f32")),
+                                     intra_threads=THREADS, inter_threads=1)
+    int8_folder = export_ctranslate2(translator.model, translator.tokenizer, folder / "int8", quantization="int8")
+    int8 = ctranslate2.Translator(str(int8_folder), compute_type="int8", intra_threads=THREADS, inter_threads=1)
+
+    def saved_model(texts):
+        return [t.decode("utf-8") for t in serve(text=tf.constant(texts, tf.string))["translation"].numpy()]
+
+    def c_api(texts):
+        return loader.rest({"instances": texts})["predictions"]
+
+    def ct2(model):
+        return lambda texts: translate_ctranslate2(model, translator.tokenizer, texts, beam_size=4,
+                                                   max_batch_size=BATCH)
+
+    def nothing():
+        pass
+
+    return {
+        "kzoo SavedModel, TF Python": (saved_model, own_cpu_seconds, nothing),
+        "kzoo SavedModel, C API (TF Serving's loader)": (c_api, lambda: process_cpu_seconds(loader._process.pid),
+                                                         loader.close),
+        "CTranslate2 float32": (ct2(float32), own_cpu_seconds, nothing),
+        "CTranslate2 int8": (ct2(int8), own_cpu_seconds, nothing),
+    }
+
+
+def timed(translate, cpu_seconds, texts):
+    cpu, start = cpu_seconds(), time.perf_counter()
+    out = translate(texts)
+    return out, time.perf_counter() - start, cpu_seconds() - cpu
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--output", help="RESULTS.md to write the section into")
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved rounds (default 3)")
+    parser.add_argument("--singles", type=int, default=60, help="batch-1 sentences per round (default 60)")
+    parser.add_argument("--quick", action="store_true", help="1 round, 2 batches of 8, 3 single sentences (smoke)")
+    args = parser.parse_args(argv)
+    tf.config.threading.set_intra_op_parallelism_threads(THREADS)
+    tf.config.threading.set_inter_op_parallelism_threads(THREADS)
+    load_before, other = os.getloadavg(), OtherLoad()
+    env = environment()
+
+    english, german = multi30k("test_2016_flickr")
+    if args.quick:
+        args.rounds, args.singles, batch, english, german = 1, 3, 8, english[:16], german[:16]
+    else:
+        batch = BATCH
+    order = sorted(range(len(english)), key=lambda i: len(english[i]))
+    batches = [order[i : i + batch] for i in range(0, len(order), batch)]
+    singles = [english[i] for i in range(0, len(english), max(1, len(english) // args.singles))][: args.singles]
+    versions = sorted((p for p in shipped_model(MODEL).iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    translator = Translator.load(versions[-1])
+
+    with tempfile.TemporaryDirectory() as folder:
+        clients = contenders(versions[-1], translator, pathlib.Path(folder))
+        for translate, _, _ in clients.values():  # warm-up: traces, kernels, the loader's first run
+            translate(english[:2])
+            translate([english[0]])
+        seconds = {name: [] for name in clients}  # per round: seconds over all batches
+        cpu = {name: [] for name in clients}
+        tokens = {name: 0 for name in clients}
+        latencies = {name: [] for name in clients}
+        outputs = {name: [None] * len(english) for name in clients}
+        for round_ in range(args.rounds):
+            round_seconds = {name: 0.0 for name in clients}
+            for rows in batches:
+                texts = [english[i] for i in rows]
+                for name, (translate, cpu_seconds, _) in clients.items():
+                    out, wall, used = timed(translate, cpu_seconds, texts)
+                    round_seconds[name] += wall
+                    cpu[name].append(used / wall)
+                    if round_ == 0:
+                        for i, translation in zip(rows, out):
+                            outputs[name][i] = translation
+            for name in clients:
+                seconds[name].append(round_seconds[name])
+            for text in singles:
+                for name, (translate, cpu_seconds, _) in clients.items():
+                    latencies[name].append(1000 * timed(translate, cpu_seconds, [text])[1])
+            print(f"round {round_ + 1}/{args.rounds}: " + ", ".join(
+                f"{name} {len(english) / s:.1f} sentences/s" for name, s in round_seconds.items()), flush=True)
+        for name, (_, _, close) in clients.items():
+            pieces = translator.tokenizer.tokenize(outputs[name]).row_lengths().numpy()
+            tokens[name] = int(pieces.sum()) + len(english)  # the end token of each sentence counted
+            close()
+    load_after, other_cores = os.getloadavg(), other.cores()
+
+    reference = outputs["kzoo SavedModel, TF Python"]
+    table = [f"| contender | sentences/s, batch {batch} | target tokens/s | per round (s) | latency p50, batch 1 (ms) "
+             "| p95 (ms) | BLEU | same string as kzoo | CPU time / wall time |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for name in clients:
+        rate = len(english) / statistics.median(seconds[name])
+        ordered = sorted(latencies[name])
+        p95 = ordered[min(len(ordered) - 1, int(round(0.95 * (len(ordered) - 1))))]
+        bleu = translation_scores(outputs[name], german)["bleu"]
+        same = sum(a == b for a, b in zip(outputs[name], reference))
+        table.append(f"| {name} | {rate:.1f} | {tokens[name] / statistics.median(seconds[name]):,.0f} | "
+                     f"{', '.join(f'{s:.1f}' for s in seconds[name])} | {statistics.median(ordered):.1f} | "
+                     f"{p95:.1f} | {bleu:.2f} | {same}/{len(english)} | {statistics.median(cpu[name]):.2f} |")
+    text = "\n".join([
+        "## Translation serving: kzoo's exported translator and CTranslate2, same weights",
+        "",
+        f"{env['date']} · `{env['command']}` · {env['cpu']} · {env['versions']} · CTranslate2 "
+        f"{__import__('ctranslate2').__version__}",
+        "",
+        f"The shipped translator ({MODEL}/{versions[-1].name}), beam 4, test_2016_flickr ({len(english)} sentences) "
+        f"text in → text out. Batch {batch}: the same length-sorted batches for every contender, the contenders "
+        f"taking turns on every batch, {args.rounds} rounds (sentences/s and tokens/s: medians over rounds). Batch "
+        f"1: {len(singles)} sentences a round, the contenders taking turns on each. {THREADS} threads each "
+        "(the C API loader: TensorFlow's default, one per core). BLEU: sacreBLEU, cased, of the batch output; "
+        "\"same string\": how many translations equal the TF Python SavedModel's. CPU time / wall time: the median "
+        f"over batches of {batch}.",
+        "",
+        *table,
+        "",
+        f"Machine load (1, 5, 15-minute averages): {', '.join(f'{x:.2f}' for x in load_before)} before, "
+        f"{', '.join(f'{x:.2f}' for x in load_after)} after; other processes kept {other_cores:.2f} of the "
+        f"{os.cpu_count()} cores busy on average during the run. The machine is shared: CTranslate2's OpenMP threads "
+        "slow down most when another process competes for the cores, so compare the rows of one run, and rerun on "
+        "a quiet machine for absolute figures.",
+    ])
+    print(text)
+    if args.output and not args.quick:
+        replace_section(args.output, SECTION, text)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,107 @@
+"""Translator.save and Translator.load: a saved folder, a translation run folder and an exported SavedModel version
+give back the same translator, in a fresh process too; what is not a translator is refused, naming what is wanted."""
+
+import json
+import subprocess
+import sys
+
+import keras
+import pytest
+
+from kzoo.data import multi30k
+from kzoo.export import export_translator
+from kzoo.models import Transformer
+from kzoo.text import SubwordTokenizer
+from kzoo.train.run import Run
+from kzoo.translator import Translator
+
+SENTENCES = ["A man in a blue shirt is standing on a ladder.", "", "Two dogs play in the snow."]
+
+LOAD_AND_TRANSLATE = """
+import json, sys
+import kzoo
+from kzoo.translator import Translator
+loaded = [Translator.load(path) for path in sys.argv[2:]]
+print(json.dumps([{"translations": t(json.loads(sys.argv[1])), "settings": t.settings()} for t in loaded]))
+"""
+
+
+@pytest.fixture(scope="module")
+def translator():
+    english, german = multi30k("val")
+    tokenizer = SubwordTokenizer.train(english[:400] + german[:400], vocabulary_size=500)
+    keras.utils.set_random_seed(5)
+    model = Transformer(tokenizer.vocabulary_size, num_encoder_layers=1, num_decoder_layers=1, hidden_dim=16,
+                        num_heads=2, intermediate_dim=32, share_embeddings=True)
+    return Translator(model, tokenizer, method="greedy", beam_size=2, length_penalty=0.3, max_source_length=20)
+
+
+@pytest.fixture(scope="module")
+def expected(translator):
+    return translator(SENTENCES)
+
+
+def test_saved_and_exported_translators_load_in_a_fresh_process(tmp_path, translator, expected):
+    folder = translator.save(tmp_path / "translator")
+    assert sorted(p.name for p in folder.iterdir()) == ["model.keras", "tokenizer.model", "translator.json"]
+    version = export_translator(translator, tmp_path / "exported")
+    assert sorted(p.name for p in (version / "assets.extra").iterdir()) == ["tokenizer.model", "translator.json"]
+    result = subprocess.run([sys.executable, "-c", LOAD_AND_TRANSLATE, json.dumps(SENTENCES), str(folder),
+                             str(version)], capture_output=True, text=True, timeout=300, check=True)
+    for loaded in json.loads(result.stdout.strip().splitlines()[-1]):
+        assert loaded["translations"] == expected
+        assert loaded["settings"] == translator.settings()
+        assert loaded["settings"]["beam_size"] == 2 and loaded["settings"]["length_penalty"] == 0.3
+
+
+def test_save_refuses_a_folder_that_holds_something(tmp_path, translator):
+    (tmp_path / "taken").mkdir()
+    (tmp_path / "taken" / "notes.txt").write_text("mine")
+    with pytest.raises(FileExistsError, match="not an empty folder"):
+        translator.save(tmp_path / "taken")
+    assert [p.name for p in (tmp_path / "taken").iterdir()] == ["notes.txt"]
+
+
+def test_a_model_folder_loads_its_newest_version_with_overrides(tmp_path, translator):
+    export_translator(translator, tmp_path / "exported", version=3)
+    (tmp_path / "exported" / "README.md").write_text("a model card")
+    loaded = Translator.load(tmp_path / "exported", method="beam")
+    assert loaded.settings() == {**translator.settings(), "method": "beam"}
+    assert [w.path for w in loaded.model.weights] == [w.path for w in translator.model.weights]
+    for mine, theirs in zip(loaded.model.weights, translator.model.weights):
+        assert (keras.ops.convert_to_numpy(mine) == keras.ops.convert_to_numpy(theirs)).all()
+
+
+def test_a_finished_translation_run_loads_with_its_decoding_settings(tmp_path, translator, expected):
+    run = tmp_path / "run"
+    with Run(run, "kzoo.train.translation_recipe", {"beam_size": 2, "length_penalty": 0.3, "max_length": 20}):
+        translator.model.save(run / "model.keras")
+        translator.tokenizer.save(run / "tokenizer.model")
+    loaded = Translator.load(run, method="greedy")  # the recipe's runs decode with beam search
+    assert (loaded.beam_size, loaded.length_penalty, loaded.max_source_length) == (2, 0.3, 20)
+    assert loaded(SENTENCES) == expected
+
+
+def test_an_unfinished_run_and_non_translators_are_refused(tmp_path, translator):
+    run = tmp_path / "run"
+    with pytest.raises(RuntimeError):
+        with Run(run, "kzoo.train.translation_recipe", {"beam_size": 2}):
+            translator.model.save(run / "model.keras")
+            translator.tokenizer.save(run / "tokenizer.model")
+            raise RuntimeError("training failed")
+    with pytest.raises(ValueError, match="did not finish"):
+        Translator.load(run)
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        Translator.load(tmp_path / "nothing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="holds no translator"):
+        Translator.load(tmp_path / "empty")
+    version = tmp_path / "bare" / "1"
+    version.mkdir(parents=True)
+    (version / "saved_model.pb").write_bytes(b"")
+    with pytest.raises(ValueError, match="without .*assets.extra/translator.json"):
+        Translator.load(tmp_path / "bare")
+    (tmp_path / "odd").mkdir()
+    (tmp_path / "odd" / "translator.json").write_text("[1, 2]")
+    with pytest.raises(ValueError, match="does not describe a kzoo translator"):
+        Translator.load(tmp_path / "odd")
