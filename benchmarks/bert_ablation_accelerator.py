@@ -4,7 +4,7 @@
 1-point difference from noise on SST-2's 872 or MRPC's 408 dev examples, so this script runs the same fine-tuning
 for several seeds on a GPU, with Keras's JAX backend, in three steps:
 
-1. `export` (here, TensorFlow): the GLUE splits through kzoo's own `classification_dataset` with the pretraining
+1. `export` (here, TensorFlow): the GLUE splits through kzoo's own `preprocessed_dataset` with the pretraining
    vocabulary (SST-2 at 64 tokens, MRPC at 128, as the recipe), and the pretrained backbone's weights, as .npz
    files small enough to travel (the weights as float16: the pretrained start is rounded to 3 significant digits).
 2. `train` (on the accelerator, `KERAS_BACKEND=jax`): for every task, seed and arm, `kzoo.models.BertClassifier` on
@@ -46,19 +46,19 @@ SEQUENCE_LENGTHS = {"sst2": 64, "mrpc": 128}
 
 def export(backbone_path, output):
     from kzoo.data.glue import glue
-    from kzoo.text.classification_batches import classification_dataset
-    from kzoo.text.wordpiece import load_vocabulary, wordpiece_tokenizer
+    from kzoo.text.bert_preprocessor import BertPreprocessor
+    from kzoo.text.classification_batches import preprocessed_dataset
     from kzoo.train.bert_finetuning_recipe import FinetuningConfig
 
     output = pathlib.Path(output)
     output.mkdir(parents=True, exist_ok=True)
-    tokenizer = wordpiece_tokenizer(load_vocabulary(FinetuningConfig().vocabulary))
     for task, length in SEQUENCE_LENGTHS.items():
+        preprocessor = BertPreprocessor(FinetuningConfig().vocabulary, sequence_length=length)
         arrays = {}
         for split in ("train", "dev"):
             data = glue(task, split)
-            batches = classification_dataset(data.texts, data.labels, tokenizer, length, 512,
-                                              second_texts=data.second_texts)
+            batches = preprocessed_dataset(data.texts, data.labels, preprocessor, 512, second_texts=data.second_texts,
+                                           trim_padding=False)
             features = [(f["token_ids"].numpy(), f["segment_ids"].numpy(), y.numpy()) for f, y in batches]
             arrays[f"{split}_token_ids"] = np.concatenate([f[0] for f in features]).astype(np.uint16)
             arrays[f"{split}_segment_ids"] = np.concatenate([f[1] for f in features]).astype(np.uint8)

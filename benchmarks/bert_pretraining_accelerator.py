@@ -51,20 +51,19 @@ PART_BYTES = 15 * 2**20  # files coming back from the accelerator must stay unde
 
 
 def export(output, train_batches, validation_batches, shard_batches):
-    from kzoo.text.wordpiece import load_vocabulary, wordpiece_tokenizer
     from kzoo.train import bert_pretraining_recipe as recipe
 
     config = recipe.PretrainingConfig()
-    vocabulary = load_vocabulary(config.vocabulary)
+    preprocessor = recipe.text_preprocessor(config)
+    vocabulary = preprocessor.vocabulary
     if len(vocabulary) > np.iinfo(np.uint16).max or config.sequence_length > np.iinfo(np.uint8).max:
         raise ValueError("the shards store token ids as uint16 and positions as uint8: the configuration is too big.")
-    tokenizer = wordpiece_tokenizer(vocabulary)
     output = pathlib.Path(output)
     output.mkdir(parents=True, exist_ok=True)
     splits = {
-        "train": (recipe.pretraining_batches(config, tokenizer, recipe.wikitext_articles("train"), config.seed),
+        "train": (recipe.pretraining_batches(config, preprocessor, recipe.wikitext_articles("train"), config.seed),
                   train_batches),
-        "valid": (recipe.pretraining_batches(config, tokenizer, recipe.wikitext_articles("valid"), config.seed + 1),
+        "valid": (recipe.pretraining_batches(config, preprocessor, recipe.wikitext_articles("valid"), config.seed + 1),
                   validation_batches),  # the recipe's validation set: the same seed, pairs and masks
     }
     for split, (dataset, count) in splits.items():

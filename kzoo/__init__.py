@@ -17,7 +17,8 @@ from kzoo._version import __version__
 
 _SUBPACKAGES = ("layers", "metrics", "checkpoints", "models", "data", "text", "decoding", "train", "export",
                 "serving", "translator", "demo")
-_MODELS = ("Bert", "BertClassifier", "BertPretrainer", "BertQuestionAnswerer", "BertTokenClassifier", "Transformer",
+_MODELS = ("Bert", "BertClassifier", "BertPretrainer", "BertQuestionAnswerer", "BertSentenceEmbedder",
+           "BertTokenClassifier", "Transformer",
            "bert_tiny", "bert_mini", "bert_small", "bert_medium", "bert_base", "bert_large", "transformer_small",
            "transformer_base", "transformer_big")
 __getattr__, __dir__ = lazy_namespace(__name__, {

@@ -5,8 +5,9 @@
     python -m kzoo.export --checkpoint path/to/all-MiniLM-L6-v2 --output saved_models/minilm_embedder
 
 A run folder of `kzoo.train.translation_recipe` (model.keras, tokenizer.model) becomes a translator, one of
-`kzoo.train.bert_finetuning_recipe --checkpoint ...` (classifier.keras, config.json) a text classifier with the
-checkpoint's tokenizer; `--checkpoint` alone makes a sentence embedder. The version is written inside --output.
+`kzoo.train.bert_finetuning_recipe` (classifier.keras, config.json) a text classifier that tokenizes as the run did,
+whether it fine-tuned a public checkpoint or a backbone of kzoo's own pretraining; `--checkpoint` alone makes a
+sentence embedder. The version is written inside --output.
 """
 
 import argparse
@@ -15,7 +16,7 @@ import pathlib
 
 from kzoo.console import quiet_tensorflow
 
-POOLINGS = ("mean", "cls", "pooled")  # kzoo.export.embedder_export.POOLINGS
+POOLINGS = ("mean", "cls", "pooled")  # kzoo.models.bert_sentence_embedder.POOLINGS
 
 
 def export_translation_run(run, output, version=None):
@@ -34,39 +35,45 @@ def export_translation_run(run, output, version=None):
 
 
 def export_classification_run(run, output, version=None, checkpoint=None):
+    """A fine-tuning run's classifier as a text classifier, tokenizing as the run did: with the preprocessor its
+    classifier.keras holds (every run since kzoo's one text pipeline: a public checkpoint's tokenizer or a kzoo
+    backbone's own vocabulary alike), or, for older runs, the tokenizer of `checkpoint` (or of the checkpoint the run
+    recorded) at the run's recorded sequence length."""
     import keras
 
     from kzoo.data.glue import GLUE_TASKS
     from kzoo.export.classifier_export import export_classifier
+    from kzoo.models.bert_pretrained import check_fits
     from kzoo.text.bert_preprocessor import BertPreprocessor
 
     config = json.loads((run / "config.json").read_text())
-    checkpoint = checkpoint or config.get("checkpoint")
-    if not checkpoint:
-        raise ValueError(
-            f"{run} was fine-tuned from a backbone pretrained by kzoo's recipe, whose tokenizer is keras-hub's "
-            "WordPiece, "
-            "not BertPreprocessor: export it from Python with kzoo.export.export_classifier and a preprocessor that "
-            "tokenizes as that run did; or pass --checkpoint if the run's tokenizer is a checkpoint's."
-        )
-    sequence_length = config.get("sequence_length")
-    if not sequence_length:
-        raise ValueError(f"{run / 'config.json'} records no sequence_length (runs made before kzoo recorded it): "
-                         "fine-tune again, or export from Python with kzoo.export.export_classifier.")
-    preprocessor = BertPreprocessor.from_checkpoint(checkpoint, sequence_length=sequence_length)
-    classifier = keras.saving.load_model(run / "classifier.keras", compile=False)
+    classifier = keras.saving.load_model(run / "classifier.keras", compile=False)  # no optimizer state in the export
+    preprocessor = getattr(classifier, "preprocessor", None)
+    if preprocessor is None or checkpoint:
+        checkpoint = checkpoint or config.get("checkpoint")
+        sequence_length = config.get("sequence_length")
+        if not checkpoint or not sequence_length:
+            raise ValueError(
+                f"{run / 'classifier.keras'} holds no preprocessor (a run made before kzoo kept it there) and "
+                f"{run / 'config.json'} records {'no checkpoint' if not checkpoint else 'no sequence_length'}: "
+                "fine-tune again, pass --checkpoint with the checkpoint whose tokenizer the run used, or export it "
+                "from Python with kzoo.export.export_classifier and the preprocessor the run used."
+            )
+        preprocessor = BertPreprocessor.from_checkpoint(checkpoint, sequence_length=sequence_length)
+    check_fits(classifier.backbone, preprocessor)
     task = GLUE_TASKS[config["task"]]
-    return export_classifier(classifier, preprocessor, task.label_names, output, version,
+    label_names = getattr(classifier, "label_names", None) or task.label_names
+    return export_classifier(classifier, preprocessor, label_names, output, version,
                              pair=task.second_text is not None)
 
 
 def export_checkpoint_embedder(checkpoint, output, version=None, pooling="mean", sequence_length=128):
+    """A public checkpoint as a sentence embedder. A `sequence_length` beyond the checkpoint's positions is refused
+    before its weights are read."""
     from kzoo.export.embedder_export import export_embedder
-    from kzoo.models import Bert
-    from kzoo.text.bert_preprocessor import BertPreprocessor
+    from kzoo.models.bert_pretrained import pretrained_bert
 
-    backbone = Bert.from_checkpoint(checkpoint)
-    preprocessor = BertPreprocessor.from_checkpoint(checkpoint, sequence_length=sequence_length)
+    backbone, preprocessor = pretrained_bert(checkpoint, sequence_length)
     return export_embedder(backbone, preprocessor, output, version, pooling=pooling)
 
 

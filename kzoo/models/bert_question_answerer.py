@@ -1,4 +1,5 @@
 import keras
+import numpy as np
 from keras import ops
 
 from kzoo.layers.masks import MASKED_LOGIT
@@ -19,6 +20,8 @@ class BertQuestionAnswerer(BertTask):
     Args:
         backbone: `kzoo.models.Bert`. Its weights are shared, not copied.
         dropout: float. Dropout before the dense layer. Defaults to the backbone's dropout.
+        preprocessor: `kzoo.text.BertPreprocessor` or None. Makes the reader take raw text: `predict` takes
+            `(questions, contexts)`, and `predict_answers(questions, contexts)` gives the answer strings.
         **kwargs: `keras.Model` arguments such as `name`.
 
     Inputs:
@@ -30,16 +33,16 @@ class BertQuestionAnswerer(BertTask):
 
     Example:
     ```python
-    reader = kzoo.models.BertQuestionAnswerer(kzoo.bert_tiny())
-    outputs = reader(features)
-    starts, ends = reader.best_spans(outputs["start"], outputs["end"], max_answer_length=30)
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "where", "does", "ada", "live", "in", "paris", "?", "."]
+    reader = kzoo.models.BertQuestionAnswerer.from_checkpoint("bert_tiny", vocabulary=vocabulary, sequence_length=16)
+    reader.predict_answers("Where does Ada live?", "Ada lives in Paris.")  # a span of the context; trained: "paris"
     ```
 
     References:
         - [Devlin et al., 2018](https://arxiv.org/abs/1810.04805), section 4.2.
     """
 
-    def __init__(self, backbone, dropout=None, **kwargs):
+    def __init__(self, backbone, dropout=None, preprocessor=None, **kwargs):
         dropout = backbone.dropout if dropout is None else dropout
         self.backbone = backbone
         head = self.dense_head(backbone, 2, dropout, name="span_logits")
@@ -51,6 +54,29 @@ class BertQuestionAnswerer(BertTask):
         end = keras.layers.Identity(dtype="float32", name="end")(logits[..., 1] + padding_bias)
         super().__init__(inputs=inputs, outputs={"start": start, "end": end}, **kwargs)
         self.dropout = dropout
+        self.attach_preprocessor(preprocessor)
+
+    def predict_answers(self, questions, contexts, max_answer_length=30, batch_size=None):
+        """The answer to each question in its context: the best span of context tokens (`best_spans`, over the
+        context only, never the question or a special token), as text. The text is the tokenized one (lowercased for
+        an uncased vocabulary, pieces joined), as `BertPreprocessor.detokenize` gives it. A single question gives a
+        single string."""
+        if getattr(self, "preprocessor", None) is None:
+            raise ValueError(f"{self.name} has no preprocessor: make it with BertQuestionAnswerer.from_checkpoint(...) "
+                             "to answer questions given as text.")
+        single = isinstance(questions, str)
+        questions, contexts = ([questions], [contexts]) if single else (list(questions), list(contexts))
+        logits = self.predict((questions, contexts), batch_size=batch_size, verbose=0)
+        features = self.preprocessor(questions, contexts)
+        token_ids = features["token_ids"].numpy()
+        sep = self.preprocessor.token_to_id(self.preprocessor.sep_token)
+        context = (features["segment_ids"].numpy() == 1) & (token_ids != sep)  # (batch, seq)
+        starts, ends = self.best_spans(*(np.where(context, logits[name], MASKED_LOGIT) for name in ("start", "end")),
+                                       max_answer_length=max_answer_length)
+        spans = [token_ids[row, start:end + 1] for row, (start, end) in enumerate(zip(np.asarray(starts),
+                                                                                       np.asarray(ends)))]
+        answers = [self.preprocessor.detokenize([span]).numpy()[0].decode("utf-8") for span in spans]
+        return answers[0] if single else answers
 
     @staticmethod
     def best_spans(start_logits, end_logits, max_answer_length=30):

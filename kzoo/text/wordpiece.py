@@ -1,16 +1,16 @@
-"""WordPiece vocabularies for BERT: learned from a corpus or loaded from a vocab.txt, and the tokenizer that uses them.
+"""WordPiece vocabularies for BERT: learned from a corpus, read from and written to a vocab.txt.
 
-The learning and the tokenizing are keras-hub's (`compute_word_piece_vocabulary`, `WordPieceTokenizer`, both running
-tensorflow-text underneath); this module fixes BERT's reserved tokens and their ids, checks vocabulary files, and
-writes them atomically.
+The learning is keras-hub's (`compute_word_piece_vocabulary`, tensorflow-text underneath); this module fixes BERT's
+reserved tokens and their ids, reads vocabulary files (`read_vocabulary`, the one reader kzoo has, also for every
+checkpoint's vocab.txt), checks them and writes them atomically. The tokenizer that uses a vocabulary, kzoo's own or
+a checkpoint's, is `kzoo.text.BertPreprocessor`.
 """
 
-import pathlib
 import re
 
-import keras_hub
 import tensorflow as tf
 
+from kzoo.data.shipped import resolve_data_path
 from kzoo.data.wikitext import wikitext2_file, wikitext_documents
 from kzoo.files import write_atomically
 
@@ -25,7 +25,7 @@ _RESERVED_IN_TEXT = "|".join(re.escape(token) for token in RESERVED_TOKENS)  # a
 def learn_wordpiece_vocabulary(texts, vocabulary_size, lowercase=True, strip_accents=True):
     """Learn a WordPiece vocabulary of `vocabulary_size` tokens, the reserved tokens first.
 
-    Text is split on whitespace and punctuation, like `wordpiece_tokenizer` does, and reserved tokens written in the
+    Text is split on whitespace and punctuation, as `BertPreprocessor` splits it, and reserved tokens written in the
     text (a corpus that marks rare words as "[UNK]") are not counted as words. tensorflow-text's learner searches
     for a count threshold that gives between 95% and 100% of `vocabulary_size` tokens; the rest is filled with
     "[unused0]", "[unused1]", ..., as in Google's vocab.txt, so the embedding table has the size asked for and
@@ -40,6 +40,14 @@ def learn_wordpiece_vocabulary(texts, vocabulary_size, lowercase=True, strip_acc
 
     Returns:
         The vocabulary, a list of `vocabulary_size` strings; its index is the token id.
+
+    Example:
+    ```python
+    from kzoo.text.wordpiece import learn_wordpiece_vocabulary
+
+    vocabulary = learn_wordpiece_vocabulary(["The cat sat.", "The cats sat on the mat."] * 10, vocabulary_size=60)
+    assert vocabulary[:5] == ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] and "the" in vocabulary
+    ```
     """
     if vocabulary_size <= len(RESERVED_TOKENS):
         raise ValueError(
@@ -53,6 +61,8 @@ def learn_wordpiece_vocabulary(texts, vocabulary_size, lowercase=True, strip_acc
     else:
         dataset = tf.data.Dataset.from_generator(lambda: iter(texts), output_signature=tf.TensorSpec([], tf.string))
     dataset = dataset.batch(1024).map(lambda text: tf.strings.regex_replace(text, _RESERVED_IN_TEXT, " "))
+    import keras_hub  # here: reading and writing vocabularies need no keras-hub
+
     vocabulary = keras_hub.tokenizers.compute_word_piece_vocabulary(
         dataset,
         vocabulary_size,
@@ -76,56 +86,59 @@ def _check_vocabulary(vocabulary, source):
         raise ValueError(f"{source} lacks the reserved tokens {missing}; BERT needs all of {RESERVED_TOKENS}.")
 
 
-def load_vocabulary(path):
-    """The tokens of a vocab.txt (one token per line, the line number is the id), checked for BERT's reserved tokens."""
-    path = pathlib.Path(path)
+def read_vocabulary(path):
+    """The tokens of a vocab.txt, one a line, the line number the id, read as transformers' `load_vocab` reads them
+    (text lines, each without its line end); unchecked, so that any checkpoint's vocabulary reads as its own tokenizer
+    reads it. `path` may name a file kzoo ships, "kzoo:wikitext2/vocab.txt" (see `kzoo.data.resolve_data_path`).
+
+    Example:
+    ```python
+    from kzoo.text.wordpiece import read_vocabulary
+
+    read_vocabulary(kzoo.data.shipped_file("wikitext2/vocab.txt"))[:5]  # ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    ```
+    """
+    path = resolve_data_path(path)
     if not path.is_file():
         raise FileNotFoundError(f"{path} does not exist: pass a vocab.txt with one WordPiece token per line.")
-    # Lines end at "\n" only: str.splitlines would also split tokens at characters such as U+2028 or U+001C.
-    lines = path.read_text(encoding="utf-8").removesuffix("\n").split("\n")
-    vocabulary = [line.removesuffix("\r") for line in lines]
+    try:
+        with open(path, encoding="utf-8") as lines:
+            return [line.removesuffix("\n") for line in lines]
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path} is not UTF-8 text ({error}): pass a vocab.txt with one WordPiece token per "
+                         "line.") from None
+
+
+def load_vocabulary(path):
+    """The tokens of a vocab.txt (`read_vocabulary`), checked to be distinct, without surrounding space, and to hold
+    BERT's reserved tokens: what a vocabulary kzoo learns and trains with must be.
+
+    Example:
+    ```python
+    from kzoo.text.wordpiece import load_vocabulary
+
+    assert len(load_vocabulary(kzoo.data.shipped_file("wikitext2/vocab.txt"))) == 8192
+    ```
+    """
+    vocabulary = read_vocabulary(path)
     _check_vocabulary(vocabulary, path)
     return vocabulary
 
 
 def save_vocabulary(vocabulary, path):
-    """Write a vocabulary as vocab.txt, one token per line, atomically (a reader never sees half a file)."""
-    vocabulary = list(vocabulary)
-    _check_vocabulary(vocabulary, "vocabulary")
-    write_atomically(path, "".join(f"{token}\n" for token in vocabulary))
-
-
-def wordpiece_tokenizer(vocabulary, lowercase=True, strip_accents=True, sequence_length=None):
-    """A keras-hub `WordPieceTokenizer` for BERT: text to WordPiece ids, usable eagerly and inside `tf.data` maps.
-
-    The text "[UNK]" becomes the unknown token's id (other reserved tokens written in text are split like any
-    text), so a corpus that marks rare words that way keeps them as unknown words.
-
-    Args:
-        vocabulary: a list of tokens, or the path of a vocab.txt (see `load_vocabulary`).
-        lowercase: bool. Lowercase text first; must match how the vocabulary was learned. Defaults to True.
-        strip_accents: bool. Remove accents first. Defaults to True.
-        sequence_length: int or None. Pad or cut the output to this many ids; None gives ragged output.
+    """Write a vocabulary as vocab.txt, one token per line, atomically (a reader never sees half a file).
 
     Example:
     ```python
-    tokenizer = wordpiece_tokenizer("data/wikitext2/vocab.txt")
-    tokenizer(["The café"])              # [[174, 43, 5927, 219]]; a RaggedTensor inside tf.data or tf.function
+    from kzoo.text.wordpiece import RESERVED_TOKENS, load_vocabulary, save_vocabulary
+
+    save_vocabulary([*RESERVED_TOKENS, "the", "##s"], "vocab.txt")
+    assert load_vocabulary("vocab.txt")[5:] == ["the", "##s"]
     ```
     """
-    if isinstance(vocabulary, (list, tuple)):
-        _check_vocabulary(vocabulary, "vocabulary")
-    else:
-        vocabulary = load_vocabulary(vocabulary)
-    return keras_hub.tokenizers.WordPieceTokenizer(
-        vocabulary=list(vocabulary),
-        sequence_length=sequence_length,
-        lowercase=lowercase,
-        strip_accents=strip_accents,
-        oov_token="[UNK]",
-        special_tokens=["[UNK]"],
-        special_tokens_in_strings=True,
-    )
+    vocabulary = list(vocabulary)
+    _check_vocabulary(vocabulary, "vocabulary")
+    write_atomically(path, "".join(f"{token}\n" for token in vocabulary))
 
 
 def make_wikitext2_vocabulary(output, vocabulary_size=8192):

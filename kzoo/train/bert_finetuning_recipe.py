@@ -18,7 +18,7 @@ being trained. Keep 1 / (1 - m) well under the number of steps: the average star
 
 import dataclasses
 
-from kzoo.data.wikitext import WIKITEXT2_DIR
+from kzoo.data.wikitext import WIKITEXT2_VOCABULARY
 from kzoo.train.recipe_config import check_settings, setting
 from kzoo.train.run import run_recipe
 
@@ -34,12 +34,14 @@ class FinetuningConfig:
     """Everything a fine-tuning run depends on; printed at the start and saved in the run folder."""
 
     task: str = setting("sst2", "the GLUE task", choices=tuple(TASK_SEQUENCE_LENGTHS))
-    backbone: str = setting("", "a backbone pretrained by kzoo's pretraining recipe (its backbone.keras); '': none")
+    backbone: str = setting("", "a run of kzoo's pretraining recipe (its folder or backbone.keras), which brings "
+                                "its vocabulary; '': none")
     checkpoint: str = setting("", "a public BERT checkpoint (Hugging Face or Google folder, or release name), which "
                                   "brings its own tokenizer; '': none")
     preset: str = setting("bert_mini", "the size of a randomly initialised backbone (no --backbone or --checkpoint)",
                           choices=PRESETS)
-    vocabulary: str = setting(str(WIKITEXT2_DIR / "vocab.txt"), "the WordPiece vocabulary of a kzoo backbone")
+    vocabulary: str = setting(WIKITEXT2_VOCABULARY, "the WordPiece vocabulary of a randomly initialised backbone "
+                                                    "('kzoo:NAME' is a file kzoo ships)")
     sequence_length: int = setting(0, "tokens per example, special tokens included; 0: the task's default "
                                       f"({TASK_SEQUENCE_LENGTHS})", minimum=0)
     batch_size: int = setting(32, "examples per batch", minimum=1)
@@ -73,54 +75,28 @@ class FinetuningConfig:
                              "4 or more, or 0 for the task's default.")
 
 
-def load_backbone(config, vocabulary_size):
-    """The backbone the run fine-tunes, with the run's dropout: a public checkpoint's, a kzoo-pretrained one
-    (`config.backbone`), or, for the from-scratch baseline, a fresh one of the preset's size with the pretraining
-    recipe's 128 positions."""
-    import keras
+def backbone_and_preprocessor(config):
+    """The backbone the run fine-tunes, with the run's dropout, and the `BertPreprocessor` that tokenizes for it:
+    a public checkpoint's (`config.checkpoint`), a kzoo pretraining run's (`config.backbone`), or, for the
+    from-scratch baseline, a fresh one of the preset's size with `config.vocabulary` and the pretraining recipe's 128
+    positions; all resolved by `kzoo.models.bert_pretrained.pretrained_bert`."""
+    from kzoo.models.bert_pretrained import pretrained_bert
 
-    from kzoo.models import Bert
-    from kzoo.models.bert_presets import bert_preset
-
-    if config.checkpoint:
-        return Bert.from_checkpoint(config.checkpoint, dropout=config.dropout)
-    if config.backbone:
-        pretrained = keras.saving.load_model(config.backbone)
-        if pretrained.vocabulary_size != vocabulary_size:
-            raise ValueError(
-                f"{config.backbone} has a {pretrained.vocabulary_size}-token vocabulary but {config.vocabulary} has "
-                f"{vocabulary_size} tokens: fine-tune with the vocabulary the backbone was pretrained with."
-            )
-        # The same backbone rebuilt with this run's dropout, its weights copied: dropout is a constructor argument.
-        backbone = Bert.from_config({**pretrained.get_config(), "dropout": config.dropout})
-        backbone.set_weights(pretrained.get_weights())
-        return backbone
-    return bert_preset(config.preset, vocabulary_size=vocabulary_size, max_sequence_length=128, dropout=config.dropout)
+    if config.checkpoint or config.backbone:
+        return pretrained_bert(config.checkpoint or config.backbone, config.sequence_length, dropout=config.dropout)
+    return pretrained_bert(config.preset, config.sequence_length, vocabulary=config.vocabulary,
+                           max_sequence_length=128, dropout=config.dropout)
 
 
-def text_batches(config, sequence_length):
-    """A function making the task's batches from texts, and the vocabulary size: the checkpoint's own tokenizer
-    (`BertPreprocessor`) with --checkpoint, else WordPiece with `config.vocabulary` (the pretraining recipe's)."""
-    from kzoo.text.bert_preprocessor import BertPreprocessor
-    from kzoo.text.classification_batches import classification_dataset, preprocessed_dataset
-    from kzoo.text.wordpiece import load_vocabulary, wordpiece_tokenizer
-
-    if config.checkpoint:
-        preprocessor = BertPreprocessor.from_checkpoint(config.checkpoint, sequence_length=sequence_length)
-
-        def batches(texts, labels, **options):
-            return preprocessed_dataset(texts, labels, preprocessor, config.batch_size,
-                                        trim_padding=config.trim_padding, **options)
-
-        return batches, len(preprocessor.vocabulary)
-    vocabulary = load_vocabulary(config.vocabulary)
-    tokenizer = wordpiece_tokenizer(vocabulary)
+def text_batches(config, preprocessor):
+    """A function making the task's batches from texts with the run's preprocessor."""
+    from kzoo.text.classification_batches import preprocessed_dataset
 
     def batches(texts, labels, **options):
-        return classification_dataset(texts, labels, tokenizer, sequence_length, config.batch_size,
-                                      trim_padding=config.trim_padding, **options)
+        return preprocessed_dataset(texts, labels, preprocessor, config.batch_size, trim_padding=config.trim_padding,
+                                    **options)
 
-    return batches, len(vocabulary)
+    return batches
 
 
 def dev_scores(classifier, dataset, labels):
@@ -177,7 +153,9 @@ def train(config, output, resume=False, replace=False, verbose=1, args=None):
 
     with Run(output, MODULE, config, resume=resume, replace=replace) as run:
         started = time.monotonic()
-        batches, vocabulary_size = text_batches(config, config.sequence_length)
+        with strategy().scope():
+            backbone, preprocessor = backbone_and_preprocessor(config)
+        batches = text_batches(config, preprocessor)
         train_data = batches(train_split.texts, train_split.labels, second_texts=train_split.second_texts,
                              shuffle=True, seed=config.seed, drop_remainder=True,
                              group_by_length=config.group_by_length)
@@ -187,13 +165,14 @@ def train(config, output, resume=False, replace=False, verbose=1, args=None):
               flush=True)
 
         with strategy().scope():
-            backbone = load_backbone(config, vocabulary_size)
             if config.pooling == "mean":
                 backbone.pooler.trainable = False  # the head does not read the [CLS] pooler: nothing to train there
             if config.freeze_token_embedding:
                 backbone.token_embedding.trainable = False
+            # The preprocessor rides in classifier.keras, so the run's export tokenizes as the run did.
             classifier = BertClassifier(backbone, num_classes=len(train_split.label_names), dropout=config.dropout,
-                                        pooling=config.pooling)
+                                        pooling=config.pooling, label_names=train_split.label_names,
+                                        preprocessor=preprocessor)
             schedule = WarmupLinearDecay(config.learning_rate, total_steps, int(config.warmup_fraction * total_steps))
             multipliers = bert_layer_decay(backbone.num_layers, config.layer_decay)  # all 1 by default: plain AdamW
             classifier.compile(
@@ -216,6 +195,7 @@ def train(config, output, resume=False, replace=False, verbose=1, args=None):
         train_minutes = round((time.monotonic() - started) / 60, 1)
         with run.artifact("classifier.keras") as path:
             classifier.save(path)
+        run.write_text("vocab.txt", "".join(f"{token}\n" for token in preprocessor.vocabulary))
 
         results = {
             "task": config.task,

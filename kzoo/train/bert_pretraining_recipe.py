@@ -12,7 +12,7 @@ epoch, TensorBoard logs, a CSV history and a progress bar, stops on the step or 
 import dataclasses
 import json
 
-from kzoo.data.wikitext import WIKITEXT2_DIR
+from kzoo.data.wikitext import WIKITEXT2_VOCABULARY
 from kzoo.train.recipe_config import check_settings, setting
 from kzoo.train.run import run_recipe
 
@@ -26,7 +26,9 @@ class PretrainingConfig:
 
     preset: str = setting("bert_mini", "the backbone's size (bert_mini: 4 layers, hidden 256, 4 heads)",
                           choices=PRESETS)
-    vocabulary: str = setting(str(WIKITEXT2_DIR / "vocab.txt"), "the WordPiece vocabulary (a vocab.txt)")
+    vocabulary: str = setting(WIKITEXT2_VOCABULARY, "the WordPiece vocabulary (a vocab.txt; 'kzoo:NAME' is a file "
+                                                    "kzoo ships), copied into the run")
+    lowercase: bool = setting(True, "lowercase text (and strip accents) before WordPiece: the vocabulary is uncased")
     sequence_length: int = setting(128, "tokens per example, [CLS] and [SEP]s included", minimum=5)
     batch_size: int = setting(32, "examples per batch", minimum=1)
     max_predictions: int = setting(20, "most masked-LM targets per example", minimum=1)
@@ -67,13 +69,23 @@ def wikitext_articles(split):
     return lambda: wikitext_documents(path)
 
 
-def pretraining_batches(config, tokenizer, documents, seed):
+def text_preprocessor(config):
+    """The run's `BertPreprocessor`: its vocabulary, lowercase setting and sequence length, which a task model
+    fine-tuned from the run's backbone reads again from the run folder (vocab.txt, config.json)."""
+    from kzoo.data.shipped import resolve_data_path
+    from kzoo.text.bert_preprocessor import BertPreprocessor
+    from kzoo.text.wordpiece import load_vocabulary
+
+    vocabulary = load_vocabulary(resolve_data_path(config.vocabulary))  # checked for BERT's reserved tokens
+    return BertPreprocessor(vocabulary, sequence_length=config.sequence_length, lowercase=config.lowercase)
+
+
+def pretraining_batches(config, preprocessor, documents, seed):
     from kzoo.text.pretraining_data import pretraining_dataset
 
     return pretraining_dataset(
         documents,
-        tokenizer,
-        sequence_length=config.sequence_length,
+        preprocessor,
         batch_size=config.batch_size,
         max_predictions=config.max_predictions,
         mask_rate=config.mask_rate,
@@ -98,23 +110,23 @@ def train(config, output, verbose=1, train_documents=None, validation_documents=
     import keras
     import tensorflow as tf
 
+    from kzoo.data.shipped import resolve_data_path
     from kzoo.models import BertPretrainer
-    from kzoo.text.wordpiece import load_vocabulary, wordpiece_tokenizer
     from kzoo.train.distribution import strategy
     from kzoo.train.run import Run
     from kzoo.train.schedules import WarmupLinearDecay
 
-    vocabulary = load_vocabulary(config.vocabulary)
+    preprocessor = text_preprocessor(config)
     with Run(output, MODULE, config, resume=resume, replace=replace) as run:
         started = time.monotonic()
-        shutil.copyfile(config.vocabulary, run.file("vocab.txt"))
-        tokenizer = wordpiece_tokenizer(vocabulary)
-        train_data = pretraining_batches(config, tokenizer, train_documents or wikitext_articles("train"),
+        if run.chief:
+            shutil.copyfile(resolve_data_path(config.vocabulary), run.file("vocab.txt"))
+        train_data = pretraining_batches(config, preprocessor, train_documents or wikitext_articles("train"),
                                          config.seed)
         # A fixed validation set: the same pairs and masks at every evaluation. Its size must be known to Keras: on
         # a dataset of unknown cardinality, Keras 3.15's evaluate reports each output's loss N/(N+1) of its value.
         validation_data = (
-            pretraining_batches(config, tokenizer, validation_documents or wikitext_articles("valid"),
+            pretraining_batches(config, preprocessor, validation_documents or wikitext_articles("valid"),
                                 config.seed + 1)
             .take(config.validation_batches)
             .cache()
@@ -122,7 +134,7 @@ def train(config, output, verbose=1, train_documents=None, validation_documents=
         )
 
         with strategy().scope():
-            pretrainer = BertPretrainer(build_backbone(config, len(vocabulary)))
+            pretrainer = BertPretrainer(build_backbone(config, preprocessor.vocabulary_size()))
             warmup_steps = int(config.warmup_fraction * config.train_steps)
             schedule = WarmupLinearDecay(config.learning_rate, config.train_steps, warmup_steps)
             pretrainer.compile(optimizer=keras.optimizers.AdamW(schedule, weight_decay=0.01, epsilon=1e-6))

@@ -8,8 +8,9 @@ import pytest
 import tensorflow as tf
 
 from kzoo.data.wikitext import WIKITEXT2_DIR, wikitext2_file, wikitext_documents
+from kzoo.text.bert_preprocessor import BertPreprocessor
 from kzoo.text.pretraining_data import IS_NEXT, NOT_NEXT, _sentence_pairs, _truncate_pair, pretraining_dataset
-from kzoo.text.wordpiece import CLS_ID, MASK_ID, PAD_ID, RESERVED_TOKENS, SEP_ID, wordpiece_tokenizer
+from kzoo.text.wordpiece import CLS_ID, MASK_ID, PAD_ID, RESERVED_TOKENS, SEP_ID
 
 SHIPPED_VOCABULARY = WIKITEXT2_DIR / "vocab.txt"
 
@@ -25,13 +26,12 @@ def synthetic_documents():
 
 @pytest.fixture(scope="module")
 def synthetic_tokenizer():
-    return wordpiece_tokenizer(list(RESERVED_TOKENS) + MARKERS)
+    return BertPreprocessor(list(RESERVED_TOKENS) + MARKERS, sequence_length=32)
 
 
 def synthetic_dataset(tokenizer, seed):
     return pretraining_dataset(
-        synthetic_documents, tokenizer, sequence_length=32, batch_size=64, max_predictions=3, document_buffer=8,
-        seed=seed,
+        synthetic_documents, tokenizer, batch_size=64, max_predictions=3, document_buffer=8, seed=seed,
     )
 
 
@@ -44,7 +44,7 @@ def synthetic_epochs(synthetic_tokenizer):
 
 @pytest.fixture(scope="module")
 def wikitext_tokenizer():
-    return wordpiece_tokenizer(SHIPPED_VOCABULARY)
+    return BertPreprocessor(SHIPPED_VOCABULARY, sequence_length=128)
 
 
 def valid_documents():
@@ -157,8 +157,8 @@ def test_truncation_cuts_the_longer_segment_at_either_end():
 
 
 def test_masking_rates_over_many_samples(wikitext_tokenizer):
-    dataset = pretraining_dataset(valid_documents, wikitext_tokenizer, sequence_length=128, batch_size=64, seed=0)
-    vocabulary = wikitext_tokenizer.get_vocabulary()
+    dataset = pretraining_dataset(valid_documents, wikitext_tokenizer, batch_size=64, seed=0)
+    vocabulary = wikitext_tokenizer.vocabulary
     special = {PAD_ID, CLS_ID, SEP_ID}
     spare = wikitext_tokenizer.token_to_id("[unused0]")  # ids from here on are "[unusedN]"
     chosen = maskable = masked = replaced = kept = partly_taken_words = 0
@@ -194,12 +194,12 @@ def test_masking_rates_over_many_samples(wikitext_tokenizer):
 
 def test_whole_word_masking_takes_every_piece_of_a_word(wikitext_tokenizer):
     dataset = pretraining_dataset(
-        valid_documents, wikitext_tokenizer, sequence_length=128, batch_size=64, whole_word=True, seed=0
+        valid_documents, wikitext_tokenizer, batch_size=64, whole_word=True, seed=0
     )
     chosen = budgets = whole_split_words = 0
     for example in itertools.islice(rows(dataset), 1000):
         taken = set(example["positions"].tolist())
-        for word in words(example, wikitext_tokenizer.get_vocabulary()):
+        for word in words(example, wikitext_tokenizer.vocabulary):
             assert not word & taken or word <= taken
             whole_split_words += len(word) > 1 and word <= taken
         maskable = int(example["padding"].sum()) - 3
@@ -225,7 +225,7 @@ def test_the_same_pair_gets_new_masks_each_epoch(synthetic_tokenizer):
     def documents():
         return ([" ".join(f"d{d}s{k}" for k in range(start, start + 14)) for start in (0, 14)] for d in range(200))
 
-    dataset = pretraining_dataset(documents, synthetic_tokenizer, sequence_length=32, batch_size=64, seed=4)
+    dataset = pretraining_dataset(documents, synthetic_tokenizer, batch_size=64, seed=4)
     first, second = ({tuple(e["original"]): tuple(e["positions"]) for e in rows(dataset)} for _ in range(2))
     same_pairs = first.keys() & second.keys()
     assert len(same_pairs) > 30
@@ -241,7 +241,7 @@ def test_streams_a_corpus_with_bounded_memory(synthetic_tokenizer):
             yield [f"d{d % DOCUMENTS}s{k}" for k in range(SENTENCES)]
 
     dataset = pretraining_dataset(
-        endless_documents, synthetic_tokenizer, sequence_length=32, batch_size=64, document_buffer=8
+        endless_documents, synthetic_tokenizer, batch_size=64, document_buffer=8
     )
     features, labels, _ = next(iter(dataset))
     assert features["token_ids"].shape == (64, 32) and labels["nsp"].shape == (64,)
@@ -253,7 +253,7 @@ def test_streams_a_corpus_with_bounded_memory(synthetic_tokenizer):
 def test_vocabulary_with_reserved_tokens_elsewhere(synthetic_tokenizer):
     # Google's vocab.txt layout: [PAD] 0, [unused0..98], [UNK] 100, [CLS] 101, [SEP] 102, [MASK] 103.
     vocabulary = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"] + MARKERS
-    dataset = pretraining_dataset(synthetic_documents, wordpiece_tokenizer(vocabulary), sequence_length=32)
+    dataset = pretraining_dataset(synthetic_documents, BertPreprocessor(vocabulary, sequence_length=32))
     features, labels, weights = next(iter(dataset))
     token_ids = features["token_ids"].numpy()
     np.testing.assert_array_equal(token_ids[:, 0], 101)
@@ -272,15 +272,13 @@ def test_bad_arguments_are_clear_errors(synthetic_tokenizer):
     with pytest.raises(TypeError, match="is not callable"):
         build(documents_fn=list(synthetic_documents()))
     with pytest.raises(ValueError, match="sequence_length=4 cannot hold"):
-        build(sequence_length=4)
+        build(tokenizer=BertPreprocessor(list(RESERVED_TOKENS), sequence_length=4))
     with pytest.raises(ValueError, match="max_predictions=30 must be between 1 and sequence_length - 3 = 29"):
-        build(sequence_length=32, max_predictions=30)
+        build(max_predictions=30)
     with pytest.raises(ValueError, match="mask_rate=0 must be in"):
         build(mask_rate=0)
     with pytest.raises(ValueError, match="document_buffer=1 is too small"):
         build(document_buffer=1)
-    with pytest.raises(ValueError, match="tokenizer.sequence_length=16"):
-        build(tokenizer=wordpiece_tokenizer(SHIPPED_VOCABULARY, sequence_length=16))
 
 
 def test_bad_documents_are_clear_errors():

