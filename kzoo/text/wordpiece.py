@@ -88,8 +88,10 @@ def _check_vocabulary(vocabulary, source):
 
 def read_vocabulary(path):
     """The tokens of a vocab.txt, one a line, the line number the id, read as transformers' `load_vocab` reads them
-    (text lines, each without its line end); unchecked, so that any checkpoint's vocabulary reads as its own tokenizer
-    reads it. `path` may name a file kzoo ships, "kzoo:wikitext2/vocab.txt" (see `kzoo.data.resolve_data_path`).
+    (text lines, each without its line end), so that any checkpoint's vocabulary reads as its own tokenizer reads
+    it; `path` may name a file kzoo ships, "kzoo:wikitext2/vocab.txt" (see `kzoo.data.resolve_data_path`). The one
+    reader is `kzoo.checkpoints.vocabulary_file.read_vocabulary`, which refuses a file that is not UTF-8 text, is
+    binary or holds no token, naming the file.
 
     Example:
     ```python
@@ -98,15 +100,9 @@ def read_vocabulary(path):
     read_vocabulary(kzoo.data.shipped_file("wikitext2/vocab.txt"))[:5]  # ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
     ```
     """
-    path = resolve_data_path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"{path} does not exist: pass a vocab.txt with one WordPiece token per line.")
-    try:
-        with open(path, encoding="utf-8") as lines:
-            return [line.removesuffix("\n") for line in lines]
-    except UnicodeDecodeError as error:
-        raise ValueError(f"{path} is not UTF-8 text ({error}): pass a vocab.txt with one WordPiece token per "
-                         "line.") from None
+    from kzoo.checkpoints.vocabulary_file import read_vocabulary as read_vocabulary_file
+
+    return read_vocabulary_file(resolve_data_path(path))
 
 
 def load_vocabulary(path):
