@@ -22,7 +22,7 @@ def brute_force_answers(reader, max_answer_length):
     """The highest start + end logit over every span of context tokens, found by trying them all."""
     features = reader.preprocessor(QUESTIONS, CONTEXTS)
     logits = reader.predict(features, verbose=0)
-    token_ids, segments = features["token_ids"].numpy(), features["segment_ids"].numpy()
+    token_ids, segments = np.asarray(features["token_ids"]), np.asarray(features["segment_ids"])
     answers = []
     for row in range(len(QUESTIONS)):
         context = [i for i in range(16) if segments[row, i] == 1 and token_ids[row, i] != 3]
