@@ -37,15 +37,9 @@ OWNED_ELSEWHERE = {
     "kzoo/train/bert_finetuning_recipe.py",
     "kzoo/train/bert_pretraining_recipe.py",
 }
-# Examples in those files that do not run today, with what is wrong; their owners are fixing them. An entry whose
-# example starts to run fails the suite (strict): delete it then.
-UNDEFINED = "uses {} without importing it (the namespace holds only kzoo, np, keras and tf)"
-BROKEN_ELSEWHERE = {
-    "kzoo.models.bert_pretrainer.BertPretrainer": "calls pretraining_dataset(...) without its tokenizer argument",
-    "kzoo.text.bert_basic_tokenizer.BertBasicTokenizer": UNDEFINED.format("BertBasicTokenizer"),
-    "kzoo.text.sentences.split_sentences": UNDEFINED.format("split_sentences"),
-    "kzoo.text.subword_tokenizer.SubwordTokenizer": UNDEFINED.format("SubwordTokenizer"),
-}
+# Examples that do not run today, by name, with what is wrong (none now). An entry whose example starts to run fails
+# the suite (strict): delete it then.
+BROKEN_ELSEWHERE = {}
 
 
 def module_names():
