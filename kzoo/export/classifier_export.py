@@ -7,13 +7,35 @@ from kzoo.text.classification_batches import trim_to_longest
 
 
 def text_inputs(pair):
-    """The serving signature's string inputs: `text`, and `text_pair` for sentence-pair models."""
+    """The serving signature's string inputs: `text`, and `text_pair` for sentence-pair models.
+
+    Example:
+    ```python
+    from kzoo.export.classifier_export import text_inputs
+
+    [spec.name for spec in text_inputs(pair=True)]  # ["text", "text_pair"]
+    assert text_inputs(pair=False) == [tf.TensorSpec([None], tf.string, name="text")]
+    ```
+    """
     names = ("text", "text_pair") if pair else ("text",)
     return [tf.TensorSpec([None], tf.string, name=name) for name in names]
 
 
 def checked_texts(text, text_pair=None):
-    """The inputs as 1-D string tensors, refusing other ranks and pairs of unequal length inside the graph."""
+    """The inputs as 1-D string tensors, refusing other ranks and pairs of unequal length inside the graph.
+
+    Example:
+    ```python
+    from kzoo.export.classifier_export import checked_texts
+
+    text, text_pair = checked_texts(tf.constant(["a cat", "a dog"]), tf.constant(["it sat", "it ran"]))
+    text.numpy().tolist(), text_pair.numpy().tolist()  # ([b"a cat", b"a dog"], [b"it sat", b"it ran"])
+    try:
+        checked_texts(tf.constant(["a cat", "a dog"]), tf.constant(["it sat"]))
+    except tf.errors.InvalidArgumentError as error:
+        print(error.message)  # text and text_pair must hold one entry per example each ...
+    ```
+    """
     text = tf.ensure_shape(text, [None])
     if text_pair is None:
         return text, None
@@ -43,6 +65,19 @@ def export_classifier(classifier, preprocessor, label_names, base_dir, version=N
         version: int, or None for one more than the highest existing version.
         pair: bool. Serve sentence pairs (`text`, `text_pair`).
         trim_padding: bool. Cut each batch to its longest example. Defaults to True.
+
+    Example:
+    ```python
+    vocabulary = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "a", "cat"]
+    backbone = kzoo.models.Bert(vocabulary_size=7, num_layers=1, hidden_dim=8, num_heads=2, max_sequence_length=8)
+    classifier = kzoo.models.BertClassifier(backbone, num_classes=2)
+    path = kzoo.export.export_classifier(classifier, kzoo.text.BertPreprocessor(vocabulary, 8), ["no", "yes"],
+                                         "classifier")
+    assert path.name == "1"  # the first version of "classifier"
+    served = tf.saved_model.load(str(path)).signatures["serving_default"]
+    outputs = served(text=tf.constant(["a cat", "a"]))
+    assert outputs["probabilities"].shape == (2, 2) and set(outputs["label"].numpy()) <= {b"no", b"yes"}
+    ```
     """
     label_names = [str(name) for name in label_names]
     classes = classifier.output_shape[-1]

@@ -33,11 +33,18 @@ class BertPretrainer(BertTask):
 
     Example:
     ```python
-    pretrainer = kzoo.models.BertPretrainer(kzoo.bert_tiny(vocabulary_size=8192))
-    pretrainer.compile()
-    pretrainer.fit(kzoo.text.pretraining_dataset(...), epochs=1)
-    pretrained = kzoo.models.BertPretrainer.from_checkpoint("uncased_L-4_H-512_A-8")  # with Google's heads
+    documents = [["The cat sat on the mat.", "It purred."], ["Dogs bark at night.", "The moon rose."]] * 4
+    preprocessor = kzoo.text.BertPreprocessor(kzoo.data.shipped_file("wikitext2/vocab.txt"), sequence_length=16)
+    dataset = kzoo.text.pretraining_dataset(lambda: documents, preprocessor, batch_size=4, max_predictions=3)
+    pretrainer = kzoo.models.BertPretrainer(kzoo.bert_tiny(vocabulary_size=preprocessor.vocabulary_size()))
+    features, labels, sample_weights = next(iter(dataset))
+    outputs = pretrainer(features)
+    tuple(outputs["mlm"].shape), tuple(outputs["nsp"].shape)  # ((4, 3, 8192), (4, 2))
     ```
+
+    Then `pretrainer.compile()` and `pretrainer.fit(dataset, epochs=...)` train it (`kzoo.train.bert_pretraining_recipe`
+    is the whole run); `BertPretrainer.from_checkpoint("uncased_L-4_H-512_A-8")` starts from a Google release instead,
+    with its heads.
 
     References:
         - [Devlin et al., 2018](https://arxiv.org/abs/1810.04805), section 3.1.

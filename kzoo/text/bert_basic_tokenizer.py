@@ -122,6 +122,8 @@ class BertBasicTokenizer:
 
     Example:
     ```python
+    from kzoo.text.bert_basic_tokenizer import BertBasicTokenizer
+
     BertBasicTokenizer(["[MASK]"]).split(tf.constant(["Café [MASK]!"]))  # [[b"cafe", b"[MASK]", b"!"]]
     ```
 

@@ -16,6 +16,8 @@ def split_sentences(paragraph):
 
     Example:
     ```python
+    from kzoo.text.sentences import split_sentences
+
     split_sentences('It is a lobster , H. americanus . It is blue . " Lobster red " on cooking .')
     # ['It is a lobster , H. americanus .', 'It is blue .', '" Lobster red " on cooking .']
     ```

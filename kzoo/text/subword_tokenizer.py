@@ -47,6 +47,8 @@ class SubwordTokenizer(tf.Module):
 
     Example:
     ```python
+    from kzoo.text import SubwordTokenizer
+
     tokenizer = SubwordTokenizer.train(["Ein Hund läuft.", "Zwei Hunde laufen."], vocabulary_size=300)
     ids = tokenizer.tokenize(["Ein Hund."])        # RaggedTensor of int32 ids
     text = tokenizer.detokenize(ids)               # [b"Ein Hund."]

@@ -9,7 +9,22 @@ DEFAULT_BOUNDARIES = (8, 12, 16, 20, 24, 32, 48, 64, 96, 128)
 
 def encode_pairs(tokenizer, sources, targets, max_length=128):
     """Tokenize sentence pairs into (source ids + END, START + target ids, target ids + END), each cut to
-    `max_length`, as ragged tensors. Tokenizing the whole corpus at once is a few seconds for Multi30k."""
+    `max_length`, as ragged tensors. Tokenizing the whole corpus at once is a few seconds for Multi30k.
+
+    Example:
+    ```python
+    from kzoo.text import SubwordTokenizer
+    from kzoo.text.subword_tokenizer import END, START
+    from kzoo.text.translation_data import encode_pairs
+
+    english, german = ["A dog runs.", "Two dogs run on the beach."], ["Ein Hund läuft.", "Zwei Hunde laufen am Strand."]
+    tokenizer = SubwordTokenizer.train(english + german, vocabulary_size=300)
+    sources, decoder_inputs, labels = encode_pairs(tokenizer, english, german, max_length=8)
+    assert int(sources[0, -1]) == END and int(decoder_inputs[0, 0]) == START and int(labels[0, -1]) == END
+    assert decoder_inputs[:, 1:].to_list() == labels[:, :-1].to_list()  # the labels: the decoder inputs shifted left
+    labels.row_lengths().numpy().tolist()  # [8, 8]: the German sentences, cut to max_length
+    ```
+    """
     source_ids = tokenizer.tokenize(tf.constant(sources))[:, : max_length - 1]
     target_ids = tokenizer.tokenize(tf.constant(targets))[:, : max_length - 1]
 
@@ -37,6 +52,18 @@ def translation_batches(tokenizer, sources, targets, max_tokens=4096, max_length
         shuffle: bool. Shuffle pairs (reshuffled every epoch) and batches. Defaults to True.
         seed: int. Shuffling seed.
         boundaries: bucket boundaries in tokens.
+
+    Example:
+    ```python
+    from kzoo.text import SubwordTokenizer
+    from kzoo.text.translation_data import translation_batches
+
+    english, german = ["A dog runs.", "Two dogs run."], ["Ein Hund läuft.", "Zwei Hunde laufen."]
+    tokenizer = SubwordTokenizer.train(english + german, vocabulary_size=300)
+    inputs, labels = next(iter(translation_batches(tokenizer, english, german, max_tokens=64, max_length=16)))
+    sorted(inputs), labels.shape[0]  # (["decoder_token_ids", "encoder_token_ids"], 2): both pairs in one batch
+    assert inputs["decoder_token_ids"].shape == labels.shape
+    ```
     """
     boundaries = [b for b in boundaries if b < max_length] + [max_length + 1]
     if max_tokens < boundaries[-1]:

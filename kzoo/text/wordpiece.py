@@ -139,7 +139,21 @@ def save_vocabulary(vocabulary, path):
 
 def make_wikitext2_vocabulary(output, vocabulary_size=8192):
     """Learn the uncased WordPiece vocabulary of the shipped WikiText-2 train split, write it to `output` and return
-    it; data/wikitext2/vocab.txt is `make_wikitext2_vocabulary("data/wikitext2/vocab.txt")` (about a minute)."""
+    it; data/wikitext2/vocab.txt is `make_wikitext2_vocabulary("data/wikitext2/vocab.txt")` (one to a few minutes).
+
+    Example:
+    ```python
+    from kzoo.text.wordpiece import load_vocabulary, make_wikitext2_vocabulary
+
+    # The vocabulary kzoo ships is this function's output (learning it again takes minutes, too long for here):
+    shipped = load_vocabulary(kzoo.data.shipped_file("wikitext2/vocab.txt"))
+    len(shipped), shipped[:6]  # (8192, ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]", "!"])
+    try:  # a size with no room beside the reserved tokens is refused before the corpus is read
+        make_wikitext2_vocabulary("vocab.txt", vocabulary_size=5)
+    except ValueError as error:
+        print(error)  # vocabulary_size=5 leaves no room beside the 5 reserved tokens; pass a few thousand.
+    ```
+    """
     paragraphs = (p for document in wikitext_documents(wikitext2_file("train")) for p in document)
     vocabulary = learn_wordpiece_vocabulary(paragraphs, vocabulary_size)
     save_vocabulary(vocabulary, output)

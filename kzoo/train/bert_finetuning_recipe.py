@@ -31,7 +31,23 @@ TASK_SEQUENCE_LENGTHS = {"sst2": 64, "mrpc": 128}  # SST-2 sentences fit in 64 p
 
 @dataclasses.dataclass
 class FinetuningConfig:
-    """Everything a fine-tuning run depends on; printed at the start and saved in the run folder."""
+    """Everything a fine-tuning run depends on; printed at the start and saved in the run folder.
+
+    Each field is a `--flag` of the command line (`main(["--help"])` lists them); a value outside what a field accepts
+    is refused when the configuration is made, before any work.
+
+    Example:
+    ```python
+    from kzoo.train.bert_finetuning_recipe import FinetuningConfig
+
+    config = FinetuningConfig(task="mrpc", epochs=5)
+    config.preset, config.sequence_length, config.batch_size  # ("bert_mini", 0, 32): 0 is the task's 128 tokens
+    try:
+        FinetuningConfig(checkpoint="all-MiniLM-L6-v2", backbone="runs/bert_pretraining")
+    except ValueError as error:
+        print(error)  # FinetuningConfig: checkpoint='all-MiniLM-L6-v2' and backbone=...: give one of them.
+    ```
+    """
 
     task: str = setting("sst2", "the GLUE task", choices=tuple(TASK_SEQUENCE_LENGTHS))
     backbone: str = setting("", "a run of kzoo's pretraining recipe (its folder or backbone.keras), which brings "
@@ -79,7 +95,17 @@ def backbone_and_preprocessor(config):
     """The backbone the run fine-tunes, with the run's dropout, and the `BertPreprocessor` that tokenizes for it:
     a public checkpoint's (`config.checkpoint`), a kzoo pretraining run's (`config.backbone`), or, for the
     from-scratch baseline, a fresh one of the preset's size with `config.vocabulary` and the pretraining recipe's 128
-    positions; all resolved by `kzoo.models.bert_pretrained.pretrained_bert`."""
+    positions; all resolved by `kzoo.models.bert_pretrained.pretrained_bert`.
+
+    Example:
+    ```python
+    from kzoo.train.bert_finetuning_recipe import FinetuningConfig, backbone_and_preprocessor
+
+    backbone, preprocessor = backbone_and_preprocessor(FinetuningConfig(preset="bert_tiny", sequence_length=16))
+    backbone.num_layers, backbone.hidden_dim, backbone.dropout  # (2, 128, 0.1): a fresh bert_tiny
+    preprocessor.sequence_length, preprocessor.vocabulary_size()  # (16, 8192): the shipped WikiText-2 vocabulary
+    ```
+    """
     from kzoo.models.bert_pretrained import pretrained_bert
 
     if config.checkpoint or config.backbone:
@@ -89,7 +115,20 @@ def backbone_and_preprocessor(config):
 
 
 def text_batches(config, preprocessor):
-    """A function making the task's batches from texts with the run's preprocessor."""
+    """A function making the task's batches from texts with the run's preprocessor.
+
+    Example:
+    ```python
+    from kzoo.text import BertPreprocessor
+    from kzoo.train.bert_finetuning_recipe import FinetuningConfig, text_batches
+
+    preprocessor = BertPreprocessor(kzoo.data.shipped_file("wikitext2/vocab.txt"), sequence_length=16)
+    batches = text_batches(FinetuningConfig(batch_size=2, trim_padding=True), preprocessor)
+    features, labels = next(iter(batches(["a gripping film", "dull"], [1, 0])))
+    sorted(features), labels.numpy().tolist()  # (["padding_mask", "segment_ids", "token_ids"], [1, 0])
+    assert features["token_ids"].shape[0] == 2 and features["token_ids"].shape[1] < 16  # trimmed to the longest
+    ```
+    """
     from kzoo.text.classification_batches import preprocessed_dataset
 
     def batches(texts, labels, **options):
@@ -100,7 +139,18 @@ def text_batches(config, preprocessor):
 
 
 def dev_scores(classifier, dataset, labels):
-    """Accuracy and F1 of the positive class (1) on a dataset, from the argmax of the logits."""
+    """Accuracy and F1 of the positive class (1) on a dataset, from the argmax of the logits.
+
+    Example:
+    ```python
+    from kzoo.train.bert_finetuning_recipe import dev_scores
+
+    classifier = keras.Sequential([keras.Input((1,)), keras.layers.Dense(2, use_bias=False)])
+    classifier.set_weights([np.array([[-1.0, 1.0]])])  # logits (-x, x): class 1 where x > 0
+    dataset = tf.data.Dataset.from_tensor_slices(np.array([[1.0], [-1.0], [-1.0], [2.0]])).batch(2)
+    dev_scores(classifier, dataset, [1, 0, 1, 1])  # {"accuracy": 0.75, "f1": 0.8}: one positive missed
+    ```
+    """
     import numpy as np
 
     from kzoo.metrics import SparseF1Score
@@ -116,7 +166,25 @@ def dev_scores(classifier, dataset, labels):
 
 def train(config, output, resume=False, replace=False, verbose=1, args=None):
     """Run the whole recipe into the run folder `output`; returns the classifier and the scores dict also written
-    to output/scores.json. See `kzoo.train.run.Run` for `resume` and `replace`."""
+    to output/scores.json. See `kzoo.train.run.Run` for `resume` and `replace`.
+
+    A run too small to take a step is refused before the run folder is made; even a one-step run of `bert_tiny`
+    (`FinetuningConfig(preset="bert_tiny", sequence_length=16, batch_size=8, epochs=1, train_steps=1,
+    train_examples=8, dev_examples=8)`) takes about 20 seconds on a CPU, most of it tracing.
+
+    Example:
+    ```python
+    import os, tempfile
+    from kzoo.train.bert_finetuning_recipe import FinetuningConfig, train
+
+    output = tempfile.mkdtemp() + "/sst2"
+    try:
+        train(FinetuningConfig(train_examples=8), output)
+    except ValueError as error:
+        print(error)  # The sst2 training split has 8 examples, fewer than one batch of batch_size=32: ...
+    assert not os.path.exists(output)
+    ```
+    """
     import math
     import time
 
@@ -212,7 +280,22 @@ def train(config, output, resume=False, replace=False, verbose=1, args=None):
 
 
 def main(argv=None):
-    """`python -m kzoo.train.bert_finetuning_recipe --task sst2 --output RUN [flags]`."""
+    """`python -m kzoo.train.bert_finetuning_recipe --task sst2 --output RUN [flags]`: `train` from the command line.
+
+    Example:
+    ```python
+    import contextlib, io
+    from kzoo.train.bert_finetuning_recipe import main
+
+    help_text = io.StringIO()
+    with contextlib.redirect_stdout(help_text):
+        try:
+            main(["--help"])
+        except SystemExit as exit:
+            assert exit.code == 0  # argparse exits after printing the help
+    "--task {sst2,mrpc}" in help_text.getvalue() and "--layer-decay" in help_text.getvalue()  # True
+    ```
+    """
     run_recipe(MODULE, FinetuningConfig, train, __doc__.split("\n\n")[0], argv)
 
 

@@ -22,7 +22,23 @@ PRESETS = ("bert_tiny", "bert_mini", "bert_small", "bert_medium", "bert_base", "
 
 @dataclasses.dataclass
 class PretrainingConfig:
-    """Everything a pretraining run depends on; printed at the start and saved in the run folder."""
+    """Everything a pretraining run depends on; printed at the start and saved in the run folder.
+
+    Each field is a `--flag` of the command line (`main(["--help"])` lists them); a value outside what a field accepts
+    is refused when the configuration is made, before any work.
+
+    Example:
+    ```python
+    from kzoo.train.bert_pretraining_recipe import PretrainingConfig
+
+    config = PretrainingConfig(train_steps=2000)
+    config.preset, config.sequence_length, config.minutes  # ("bert_mini", 128, 40.0)
+    try:
+        PretrainingConfig(sequence_length=16)  # max_predictions stays 20
+    except ValueError as error:
+        print(error)  # PretrainingConfig: max_predictions=20 must be at most sequence_length - 3 = 13.
+    ```
+    """
 
     preset: str = setting("bert_mini", "the backbone's size (bert_mini: 4 layers, hidden 256, 4 heads)",
                           choices=PRESETS)
@@ -53,7 +69,17 @@ class PretrainingConfig:
 
 
 def build_backbone(config, vocabulary_size):
-    """The freshly initialised backbone the run pretrains."""
+    """The freshly initialised backbone the run pretrains.
+
+    Example:
+    ```python
+    from kzoo.train.bert_pretraining_recipe import PretrainingConfig, build_backbone
+
+    config = PretrainingConfig(preset="bert_tiny", sequence_length=16, max_predictions=3)
+    backbone = build_backbone(config, vocabulary_size=100)
+    backbone.num_layers, backbone.hidden_dim, backbone.max_sequence_length  # (2, 128, 16)
+    ```
+    """
     from kzoo.models.bert_presets import bert_preset
 
     return bert_preset(config.preset, vocabulary_size=vocabulary_size, max_sequence_length=config.sequence_length,
@@ -62,7 +88,17 @@ def build_backbone(config, vocabulary_size):
 
 def wikitext_articles(split):
     """A zero-argument function that streams the shipped WikiText-2 split, one article (a list of paragraphs) at a
-    time: what `pretraining_dataset` reads every epoch."""
+    time: what `pretraining_dataset` reads every epoch.
+
+    Example:
+    ```python
+    from kzoo.train.bert_pretraining_recipe import wikitext_articles
+
+    articles = wikitext_articles("valid")
+    first = next(iter(articles()))
+    first[0][:35], sum(1 for _ in articles())  # ("Homarus gammarus , known as the Eur", 60): 60 articles
+    ```
+    """
     from kzoo.data.wikitext import wikitext2_file, wikitext_documents
 
     path = wikitext2_file(split)
@@ -71,7 +107,16 @@ def wikitext_articles(split):
 
 def text_preprocessor(config):
     """The run's `BertPreprocessor`: its vocabulary, lowercase setting and sequence length, which a task model
-    fine-tuned from the run's backbone reads again from the run folder (vocab.txt, config.json)."""
+    fine-tuned from the run's backbone reads again from the run folder (vocab.txt, config.json).
+
+    Example:
+    ```python
+    from kzoo.train.bert_pretraining_recipe import PretrainingConfig, text_preprocessor
+
+    preprocessor = text_preprocessor(PretrainingConfig(sequence_length=16, max_predictions=3))
+    preprocessor.sequence_length, preprocessor.vocabulary_size(), preprocessor.lowercase  # (16, 8192, True)
+    ```
+    """
     from kzoo.data.shipped import resolve_data_path
     from kzoo.text.bert_preprocessor import BertPreprocessor
     from kzoo.text.wordpiece import load_vocabulary
@@ -81,6 +126,20 @@ def text_preprocessor(config):
 
 
 def pretraining_batches(config, preprocessor, documents, seed):
+    """The run's masked-LM and next-sentence batches (`kzoo.text.pretraining_dataset`) of `documents`, a
+    zero-argument function returning an iterable of documents, with the configuration's batch size and masking.
+
+    Example:
+    ```python
+    from kzoo.train.bert_pretraining_recipe import PretrainingConfig, pretraining_batches, text_preprocessor
+
+    config = PretrainingConfig(sequence_length=16, batch_size=4, max_predictions=3)
+    documents = [["The cat sat on the mat.", "It purred."], ["Dogs bark at night.", "The moon rose."]] * 4
+    features, labels, sample_weights = next(iter(pretraining_batches(config, text_preprocessor(config),
+                                                                     lambda: documents, seed=0)))
+    tuple(features["token_ids"].shape), tuple(labels["mlm"].shape)  # ((4, 16), (4, 3))
+    ```
+    """
     from kzoo.text.pretraining_data import pretraining_dataset
 
     return pretraining_dataset(
@@ -102,6 +161,24 @@ def train(config, output, verbose=1, train_documents=None, validation_documents=
     `train_documents` / `validation_documents`: zero-argument functions returning iterables of documents (lists of
     paragraphs or sentences); they default to the shipped WikiText-2 train and valid splits. See
     `kzoo.train.run.Run` for `resume` and `replace`.
+
+    Even a one-step run of `bert_tiny` on a few sentences (`PretrainingConfig(preset="bert_tiny",
+    sequence_length=16, batch_size=4, max_predictions=3, train_steps=1, steps_per_epoch=1, validation_batches=1)`
+    with `train_documents=lambda: documents, validation_documents=lambda: documents`) takes about 20 seconds on a
+    CPU, most of it tracing; a vocabulary that is not there is refused before the run folder is made.
+
+    Example:
+    ```python
+    import os, tempfile
+    from kzoo.train.bert_pretraining_recipe import PretrainingConfig, train
+
+    output = tempfile.mkdtemp() + "/bert_pretraining"
+    try:
+        train(PretrainingConfig(vocabulary="my_vocab.txt"), output)
+    except FileNotFoundError as error:
+        print(error)  # my_vocab.txt does not exist: expected a WordPiece vocabulary, one token a line.
+    assert not os.path.exists(output)
+    ```
     """
     import math
     import shutil
@@ -165,7 +242,22 @@ def train(config, output, verbose=1, train_documents=None, validation_documents=
 
 
 def main(argv=None):
-    """`python -m kzoo.train.bert_pretraining_recipe --output RUN [flags]`."""
+    """`python -m kzoo.train.bert_pretraining_recipe --output RUN [flags]`: `train` from the command line.
+
+    Example:
+    ```python
+    import contextlib, io
+    from kzoo.train.bert_pretraining_recipe import main
+
+    help_text = io.StringIO()
+    with contextlib.redirect_stdout(help_text):
+        try:
+            main(["--help"])
+        except SystemExit as exit:
+            assert exit.code == 0  # argparse exits after printing the help
+    "--whole-word" in help_text.getvalue() and "--preset {bert_tiny," in help_text.getvalue()  # True
+    ```
+    """
     run_recipe(MODULE, PretrainingConfig, train, __doc__.split("\n\n")[0], argv)
 
 
