@@ -42,4 +42,5 @@ def test_an_entry_point_keeps_tensorflow_start_up_off_the_terminal(tmp_path):
     assert not [marker for marker in MARKERS if marker in quiet.stderr], quiet.stderr
     loud = run_export(tmp_path, KZOO_TF_LOGS="1")
     assert loud.returncode == 1
-    assert all(marker in loud.stderr for marker in MARKERS[:3]), loud.stderr
+    # absl's banner and the CUDA stub's line appear on every CPU; oneDNN's notice only on Intel CPUs.
+    assert all(marker in loud.stderr for marker in (MARKERS[0], MARKERS[2])), loud.stderr
