@@ -20,7 +20,7 @@ $(STAMP): setup.cfg pyproject.toml
 	touch $(STAMP)
 
 # Two processes, each taking whole test files (module fixtures are built once): on the 2-core CI machine the suite
-# takes about 10 minutes instead of 16. TEST_WORKERS=0 runs it in this one process.
+# takes about two thirds of the one-process time. TEST_WORKERS=0 runs it in this one process.
 TEST_WORKERS ?= 2
 JAX_TESTS := tests/layers tests/models
 
