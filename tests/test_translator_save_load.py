@@ -8,12 +8,10 @@ import sys
 import keras
 import pytest
 
-from kzoo.data import multi30k
 from kzoo.export import export_translator
-from kzoo.models import Transformer
-from kzoo.text import SubwordTokenizer
 from kzoo.train.run import Run
 from kzoo.translator import Translator
+from tests.tiny_translator import tiny_translator
 
 SENTENCES = ["A man in a blue shirt is standing on a ladder.", "", "Two dogs play in the snow."]
 
@@ -28,12 +26,7 @@ print(json.dumps([{"translations": t(json.loads(sys.argv[1])), "settings": t.set
 
 @pytest.fixture(scope="module")
 def translator():
-    english, german = multi30k("val")
-    tokenizer = SubwordTokenizer.train(english[:400] + german[:400], vocabulary_size=500)
-    keras.utils.set_random_seed(5)
-    model = Transformer(tokenizer.vocabulary_size, num_encoder_layers=1, num_decoder_layers=1, hidden_dim=16,
-                        num_heads=2, intermediate_dim=32, share_embeddings=True)
-    return Translator(model, tokenizer, method="greedy", beam_size=2, length_penalty=0.3, max_source_length=20)
+    return tiny_translator(5, method="greedy", beam_size=2, length_penalty=0.3, max_source_length=20)
 
 
 @pytest.fixture(scope="module")

@@ -2,16 +2,14 @@
 with InvalidArgument naming the limit; a pathological sentence costs its own length, not its neighbours'; invalid
 UTF-8 is replaced by U+FFFD, never silently dropped. Cost is measured as work done (decoder positions), not time."""
 
-import keras
 import pytest
 import tensorflow as tf
 
 from kzoo.data import multi30k
 from kzoo.decoding import sub_batch_sizes
 from kzoo.export import export_translator
-from kzoo.models import Transformer
-from kzoo.text import SubwordTokenizer
 from kzoo.translator import CHARACTERS_PER_TOKEN, Translator
+from tests.tiny_translator import tiny_translator
 
 BAD_UTF8 = b"A dog \xed\xa0\x80 runs on the beach."
 REPLACED = "A dog \ufffd\ufffd\ufffd runs on the beach.".encode()  # one U+FFFD per invalid byte
@@ -20,12 +18,7 @@ PATHOLOGICAL = [("the " * 1000).encode(), b"x" * 100_000]
 
 @pytest.fixture(scope="module")
 def translator():
-    english, german = multi30k("val")
-    tokenizer = SubwordTokenizer.train(english[:400] + german[:400], vocabulary_size=500)
-    keras.utils.set_random_seed(3)
-    model = Transformer(tokenizer.vocabulary_size, num_encoder_layers=1, num_decoder_layers=1, hidden_dim=16,
-                        num_heads=2, intermediate_dim=32, share_embeddings=True)
-    return Translator(model, tokenizer, method="beam", beam_size=2, max_source_length=64, max_sentences=12)
+    return tiny_translator(3, method="beam", beam_size=2, max_source_length=64, max_sentences=12)
 
 
 @pytest.fixture(scope="module")
