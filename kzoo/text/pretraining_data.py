@@ -180,6 +180,52 @@ def _masked_lm(token_ids, seed, special_ids, continues_word, random_ids, mask_id
     )
 
 
+def masked_lm_rule(preprocessor, max_predictions=20, mask_rate=0.15, whole_word=False):
+    """The masking of `pretraining_dataset` as a function `mask(token_ids, seed, epoch, batch_index)`.
+
+    `pretraining_dataset` masks batch i of epoch e with `mask(token_ids, seed, e, i)`; called with the same packed
+    token ids and numbers, it gives the same masks, so a caller can mask fixed pairs again as later epochs would
+    (static masking, as Google's create_pretraining_data.py does with its dupe_factor). The randomness is stateless:
+    the masks depend on (seed, epoch, batch_index) and on the batch's shape only.
+
+    `mask` returns `(token_ids, masked_positions, targets, weights)`: the ids with the chosen tokens corrupted
+    ((B, S) int32), their positions ascending ((B, P), 0 in unused slots), their original ids ((B, P), 0 in unused
+    slots) and 1.0 for the used slots ((B, P) float32), P = max_predictions.
+
+    Args:
+        preprocessor: `kzoo.text.BertPreprocessor` whose vocabulary holds BERT's reserved tokens.
+        max_predictions: int. Most masked-LM targets per example. Defaults to 20.
+        mask_rate: float. Fraction of the non-special tokens chosen as targets. Defaults to 0.15.
+        whole_word: bool. Choose whole words (a piece and its following "##" pieces). Defaults to False.
+
+    Example:
+    ```python
+    preprocessor = kzoo.text.BertPreprocessor(kzoo.data.shipped_file("wikitext2/vocab.txt"), sequence_length=16)
+    from kzoo.text.pretraining_data import masked_lm_rule
+
+    mask = masked_lm_rule(preprocessor, max_predictions=3)
+    packed = preprocessor.pack((tf.ragged.constant([[10, 11, 12, 13]]), tf.ragged.constant([[14, 15, 16]])))
+    token_ids, positions, targets, weights = mask(packed["token_ids"], seed=0, epoch=0, batch_index=0)
+    assert targets.shape == (1, 3) and float(tf.reduce_sum(weights)) == 1.0  # 15% of 7 tokens: one target
+    ```
+    """
+    pad_id, _, cls_id, sep_id, mask_id = (preprocessor.token_to_id(token) for token in RESERVED_TOKENS)
+    special_ids = tf.constant([pad_id, cls_id, sep_id])
+    vocabulary = preprocessor.vocabulary
+    continues_word = tf.constant([whole_word and token.startswith("##") for token in vocabulary])
+    random_ids = tf.constant([i for i, token in enumerate(vocabulary) if not _BRACKETED.fullmatch(token)])
+
+    def mask(token_ids, seed, epoch, batch_index):
+        # The masks of batch i of epoch e depend on (seed, e, i) only: new every epoch, the same in every run.
+        epoch_seed = tf.stack([tf.cast(seed, tf.int64), tf.cast(epoch, tf.int64)])
+        mask_seed = tf.random.experimental.stateless_fold_in(epoch_seed, tf.cast(batch_index, tf.int64))
+        return _masked_lm(
+            token_ids, mask_seed, special_ids, continues_word, random_ids, mask_id, mask_rate, max_predictions
+        )
+
+    return mask
+
+
 def pretraining_dataset(
     documents_fn,
     preprocessor,
@@ -255,11 +301,7 @@ def pretraining_dataset(
         raise ValueError(f"mask_rate={mask_rate} must be in (0, 1] and short_seq_prob={short_seq_prob} in [0, 1].")
     if document_buffer < 2:
         raise ValueError(f"document_buffer={document_buffer} is too small: NotNext pairs need at least two documents.")
-    vocabulary = preprocessor.vocabulary
-    pad_id, _, cls_id, sep_id, mask_id = (preprocessor.token_to_id(token) for token in RESERVED_TOKENS)
-    special_ids = tf.constant([pad_id, cls_id, sep_id])
-    continues_word = tf.constant([whole_word and token.startswith("##") for token in vocabulary])
-    random_ids = tf.constant([i for i, token in enumerate(vocabulary) if not _BRACKETED.fullmatch(token)])
+    mask = masked_lm_rule(preprocessor, max_predictions, mask_rate, whole_word)
     tokenize = tf.function(preprocessor.tokenize, input_signature=[tf.TensorSpec([None], tf.string)])
     epochs = itertools.count()
 
@@ -272,14 +314,9 @@ def pretraining_dataset(
 
     def example(pairs, batch_index):
         segments_a, segments_b, nsp, epoch = pairs
-        # The masks of batch i of epoch e depend on (seed, e, i) only: new every epoch, the same in every run.
-        epoch_seed = tf.stack([tf.constant(seed, tf.int64), epoch[0]])
-        mask_seed = tf.random.experimental.stateless_fold_in(epoch_seed, batch_index)
         packed = preprocessor.pack((segments_a, segments_b))
         token_ids, segment_ids = packed["token_ids"], packed["segment_ids"]
-        masked_ids, positions, targets, weights = _masked_lm(
-            token_ids, mask_seed, special_ids, continues_word, random_ids, mask_id, mask_rate, max_predictions
-        )
+        masked_ids, positions, targets, weights = mask(token_ids, seed, epoch[0], batch_index)
         features = {
             "token_ids": masked_ids,
             "segment_ids": segment_ids,

@@ -9,7 +9,14 @@ import tensorflow as tf
 
 from kzoo.data.wikitext import WIKITEXT2_DIR, wikitext2_file, wikitext_documents
 from kzoo.text.bert_preprocessor import BertPreprocessor
-from kzoo.text.pretraining_data import IS_NEXT, NOT_NEXT, _sentence_pairs, _truncate_pair, pretraining_dataset
+from kzoo.text.pretraining_data import (
+    IS_NEXT,
+    NOT_NEXT,
+    _sentence_pairs,
+    _truncate_pair,
+    masked_lm_rule,
+    pretraining_dataset,
+)
 from kzoo.text.wordpiece import CLS_ID, MASK_ID, PAD_ID, RESERVED_TOKENS, SEP_ID
 
 SHIPPED_VOCABULARY = WIKITEXT2_DIR / "vocab.txt"
@@ -230,6 +237,21 @@ def test_the_same_pair_gets_new_masks_each_epoch(synthetic_tokenizer):
     same_pairs = first.keys() & second.keys()
     assert len(same_pairs) > 30
     assert np.mean([first[pair] != second[pair] for pair in same_pairs]) > 0.9
+
+
+def test_masked_lm_rule_gives_the_pipelines_masks(synthetic_tokenizer, synthetic_epochs):
+    # Batch i of epoch e is masked with mask(token_ids, seed, e, i): the same call on the unmasked ids gives them back.
+    mask = masked_lm_rule(synthetic_tokenizer, max_predictions=3)
+    epoch_1 = synthetic_epochs[1]
+    for index in range(0, len(epoch_1) // 64, 7):
+        batch = epoch_1[index * 64 : (index + 1) * 64]
+        masked, positions, targets, weights = mask(np.stack([e["original"] for e in batch]), 3, 1, index)
+        np.testing.assert_array_equal(masked, [e["masked"] for e in batch])
+        np.testing.assert_array_equal(positions, [e["row"][0] for e in batch])
+        np.testing.assert_array_equal(targets, [e["row"][1] for e in batch])
+        np.testing.assert_array_equal(weights, [e["row"][2] for e in batch])
+    other_epoch = mask(np.stack([e["original"] for e in epoch_1[:64]]), 3, 2, 0)[1]
+    assert np.mean((other_epoch.numpy() != [e["row"][0] for e in epoch_1[:64]]).any(axis=1)) > 0.9
 
 
 def test_streams_a_corpus_with_bounded_memory(synthetic_tokenizer):
