@@ -3,24 +3,31 @@
 The CPU recipe (`python -m kzoo.train.bert_pretraining_recipe`) makes about 5,000 tokens/s here: two hours give a
 `bert_mini` about 7,000 steps of 32 × 128 tokens, and in those its masked-LM loss stays on the unigram plateau
 (benchmarks/RESULTS.md, bert-ablation). A GPU does that many steps in a minute, but the machine lent to this project
-carries PyTorch and JAX, not TensorFlow, and accepts 64 MiB of files. So the run is split in three:
+carries PyTorch and JAX, not TensorFlow, and accepts 64 MiB of files (the repository itself is about 41 of them). So
+the run is split in three:
 
-1. `export` (here, TensorFlow): kzoo's own pipeline (`kzoo.text.pretraining_dataset`, exactly as the recipe calls
-   it, fresh masks every pass over the corpus) writes its batches to compact .npz shards: token ids, segment ids,
-   masked positions, masked-LM labels and next-sentence labels. Padding masks and masked-LM weights are implied
-   (token id 0 is [PAD], never a label).
+1. `export` (here, TensorFlow): the pairs of kzoo's own pipeline (`kzoo.text.pretraining_dataset`, exactly as the
+   recipe calls it) and their masks, made by kzoo's own masking rule only: masking is static, as in Google's
+   create_pretraining_data.py (its dupe_factor). Pass 0 holds the pipeline's own masks; pass p masks the same pairs
+   again with `kzoo.text.pretraining_data.masked_lm_rule`, the function the pipeline masks with, as the pipeline's
+   epochs p·E..p·E+E-1 would (E: the pipeline epochs the pairs come from). `train.npz` stores the unmasked token
+   ids, segment ids and next-sentence labels once, and per pass only what changes: the masked positions (uint8)
+   and the ids shown there ([MASK], a random token or the token itself; uint16). The targets are the unmasked ids
+   at those positions; padding masks and masked-LM weights are implied (token id 0 is [PAD], position 0 is [CLS],
+   never a target). `valid.npz` is the recipe's validation set with its masks. The export checks that pass 0,
+   recomputed with the rule, equals the pipeline's masks, prints the files' sizes and refuses to write more than
+   `--max-mib` (16 MiB by default) in all.
 2. `train` (on the accelerator, `KERAS_BACKEND=jax`): the same `BertPretrainer` of `kzoo.models`, built and compiled
    as the recipe builds it (AdamW, weight decay 0.01, warm-up then linear decay, plus BERT's clipping of the global
-   gradient norm at 1), trains on those pairs for a time budget and writes its weights as .npz parts small enough
-   to come back. The shards hold a few passes' worth of pairs, and the run makes many more passes, so every pass
-   draws new masks (`remask`: kzoo's token-level rule transcribed to numpy, checked against kzoo's own masks at
-   export) instead of repeating the exported ones.
+   gradient norm at 1), trains on those pairs for a time budget, epoch e on pass e mod the number of passes, the
+   pairs in a new order every epoch, and writes its weights as .npz parts small enough to come back. No masking
+   happens on the accelerator.
 3. `import` (here, TensorFlow): the weights go into the TensorFlow-built pretrainer, which is evaluated on the same
    validation batches (its losses must equal the accelerator's) and written as a run folder of the CPU recipe's
    shape (backbone.keras, config.json, scores.json, history.csv), which `benchmarks/bert_ablation.py` reads.
 
 Usage:
-    .venv/bin/python benchmarks/bert_pretraining_accelerator.py export --output shards/ --train-batches 6000
+    .venv/bin/python benchmarks/bert_pretraining_accelerator.py export --output shards/ --passes 16
     KERAS_BACKEND=jax python3 benchmarks/bert_pretraining_accelerator.py train --shards shards/ --output $OUT \\
         --minutes 7 --batch-size 128 --learning-rate 5e-4
     .venv/bin/python benchmarks/bert_pretraining_accelerator.py import --shards shards/ --weights OUT/ \\
@@ -30,10 +37,10 @@ Usage:
 import argparse
 import dataclasses
 import glob
+import io
 import json
 import os
 import pathlib
-import re
 import sys
 import time
 
@@ -41,145 +48,179 @@ import keras  # set KERAS_BACKEND before this runs: the train step uses "jax" wh
 import numpy as np
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
-FIELDS = ("token_ids", "segment_ids", "masked_positions", "mlm", "nsp")
-DTYPES = {"token_ids": np.uint16, "segment_ids": np.uint8, "masked_positions": np.uint8, "mlm": np.uint16,
-          "nsp": np.uint8}
 PART_BYTES = 15 * 2**20  # files coming back from the accelerator must stay under 16 MiB each
 
 
 # === 1. export (TensorFlow) ===
 
 
-def export(output, train_batches, validation_batches, shard_batches):
+def export(output, train_batches, validation_batches, passes, max_mib):
+    from kzoo.text.pretraining_data import masked_lm_rule
     from kzoo.train import bert_pretraining_recipe as recipe
 
+    if passes < 1 or max_mib <= 0 or validation_batches < 1 or (train_batches is not None and train_batches < 1):
+        raise ValueError(f"--passes {passes}, --max-mib {max_mib}, --train-batches {train_batches} and "
+                         f"--validation-batches {validation_batches} must be positive.")
     config = recipe.PretrainingConfig()
     preprocessor = recipe.text_preprocessor(config)
-    vocabulary = preprocessor.vocabulary
-    if len(vocabulary) > np.iinfo(np.uint16).max or config.sequence_length > np.iinfo(np.uint8).max:
-        raise ValueError("the shards store token ids as uint16 and positions as uint8: the configuration is too big.")
+    if preprocessor.vocabulary_size() > np.iinfo(np.uint16).max or config.sequence_length > np.iinfo(np.uint8).max:
+        raise ValueError("the passes store token ids as uint16 and positions as uint8: the configuration is too big.")
+    ids = preprocessor.vocabulary_size(), preprocessor.token_to_id("[MASK]")  # the accelerator has no vocabulary reader
+    mask = masked_lm_rule(preprocessor, config.max_predictions, config.mask_rate, config.whole_word)
+    train = recipe.pretraining_batches(config, preprocessor, recipe.wikitext_articles("train"), config.seed)
+    valid = recipe.pretraining_batches(config, preprocessor, recipe.wikitext_articles("valid"), config.seed + 1)
+    files = {  # the recipe's validation set: the same seed, pairs and masks
+        "train.npz": _npz_bytes(masked_passes(train, train_batches, passes, mask, config.seed, *ids)),
+        "valid.npz": _npz_bytes(masked_passes(valid, validation_batches, 1, mask, config.seed + 1, *ids)),
+    }
+    write_bounded(output, files, max_mib)
+    (pathlib.Path(output) / "config.json").write_text(json.dumps(dataclasses.asdict(config), indent=2) + "\n")
+
+
+def write_bounded(output, files, max_mib):
+    """Write `files` ({name: bytes}) into the folder `output`, or nothing if they take more than `max_mib` MiB."""
+    total = sum(len(data) for data in files.values()) / 2**20
+    sizes = ", ".join(f"{name} {len(data) / 2**20:.2f} MiB" for name, data in files.items())
+    if total > max_mib:
+        raise ValueError(f"the export would take {total:.2f} MiB ({sizes}), over --max-mib {max_mib}: the run also "
+                         "carries the repository (about 41 MiB) and Keras's wheels within 64 MiB. Export fewer "
+                         "--train-batches or --passes.")
     output = pathlib.Path(output)
     output.mkdir(parents=True, exist_ok=True)
-    splits = {
-        "train": (recipe.pretraining_batches(config, preprocessor, recipe.wikitext_articles("train"), config.seed),
-                  train_batches),
-        "valid": (recipe.pretraining_batches(config, preprocessor, recipe.wikitext_articles("valid"), config.seed + 1),
-                  validation_batches),  # the recipe's validation set: the same seed, pairs and masks
-    }
-    for split, (dataset, count) in splits.items():
-        dataset = dataset.repeat() if split == "train" else dataset  # each pass over the corpus draws new masks
-        rows, shard = {name: [] for name in FIELDS}, 0
-        for index, (features, labels, _) in enumerate(dataset.take(count)):
-            for name in FIELDS:
-                source = labels if name in ("mlm", "nsp") else features
-                rows[name].append(source[name].numpy().astype(DTYPES[name]))
-            if (index + 1) % shard_batches == 0 or index + 1 == count:
-                _write_npz(output / f"{split}_{shard:03d}.npz", {k: np.concatenate(v) for k, v in rows.items()})
-                rows, shard = {name: [] for name in FIELDS}, shard + 1
-        print(f"{split}: {count} batches in {shard} shards", flush=True)
-    (output / "config.json").write_text(json.dumps(dataclasses.asdict(config), indent=2) + "\n")
+    for name, data in files.items():
+        _write(output / name, data)
+    print(f"wrote {output}: {sizes}, {total:.2f} MiB of at most {max_mib}", flush=True)
 
 
-def _write_npz(path, arrays):
-    partial = path.with_name(path.name + ".partial")  # never leave a half-written shard under its real name
-    with open(partial, "wb") as file:
-        np.savez_compressed(file, **arrays)
+def masked_passes(dataset, count, passes, mask, seed, vocabulary_size, mask_id):
+    """The first `count` batches of `dataset` (fewer if its pipeline runs out first: None reads one whole epoch) as
+    unmasked pairs and `passes` sets of masks, pass 0 the pipeline's own, checked against the rule."""
+    import tensorflow as tf
+
+    batches, epoch = [], 0  # (epoch, batch index, features, labels): each iteration over the dataset is one epoch
+    while count is None or len(batches) < count:
+        before = len(batches)
+        for index, (features, labels, _) in enumerate(dataset):
+            if len(batches) == count:
+                break
+            batches.append((epoch, index, features, labels))
+        if count is None or len(batches) == before:
+            break
+        epoch += 1
+    epochs = batches[-1][0] + 1
+    rows = {"tokens": [], "segment_ids": [], "nsp": [], "masked_positions": [], "masked_ids": []}
+    seed, rule = tf.constant(seed, tf.int64), tf.function(mask)  # tensors, so that it is traced once per shape
+    for epoch, index, features, labels in batches:
+        tokens = original_tokens(features["token_ids"].numpy(), features["masked_positions"].numpy(),
+                                 labels["mlm"].numpy())
+        positions, shown = [], []
+        for number in range(passes):
+            masked, places, targets, _ = rule(tf.constant(tokens), seed, tf.constant(epoch + number * epochs, tf.int64),
+                                              tf.constant(index, tf.int64))
+            if number == 0 and not (np.array_equal(masked, features["token_ids"])
+                                    and np.array_equal(places, features["masked_positions"])
+                                    and np.array_equal(targets, labels["mlm"])):
+                raise AssertionError(f"masked_lm_rule does not give the pipeline's masks of batch {index} of epoch "
+                                     f"{epoch}: the export's seeds no longer follow pretraining_dataset's.")
+            positions.append(places.numpy())
+            shown.append(np.take_along_axis(masked.numpy(), places.numpy(), 1) * (targets.numpy() != 0))
+        rows["tokens"].append(tokens.astype(np.uint16))
+        rows["segment_ids"].append(features["segment_ids"].numpy().astype(np.uint8))
+        rows["nsp"].append(labels["nsp"].numpy().astype(np.uint8))
+        rows["masked_positions"].append(np.stack(positions).astype(np.uint8))  # (passes, batch, P)
+        rows["masked_ids"].append(np.stack(shown).astype(np.uint16))
+    arrays = {name: np.concatenate(parts, axis=1 if name.startswith("masked") else 0) for name, parts in rows.items()}
+    arrays["vocabulary_size"], arrays["mask_id"] = np.array(vocabulary_size), np.array(mask_id)
+    print(f"{len(arrays['nsp']):,} pairs ({len(batches)} batches from {epochs} pipeline epoch(s)), {passes} "
+          "pass(es) of masks", flush=True)
+    return arrays
+
+
+def _npz_bytes(arrays):
+    buffer = io.BytesIO()
+    np.savez_compressed(buffer, **arrays)
+    return buffer.getvalue()
+
+
+def _write(path, data):
+    partial = path.with_name(path.name + ".partial")  # never leave a half-written file under its real name
+    partial.write_bytes(data)
     os.replace(partial, path)
 
 
-def load_split(shards, split):
-    """Features, labels and sample weights of every shard of `split`, as the recipe's pipeline gives them."""
-    parts = [np.load(path) for path in sorted(glob.glob(str(pathlib.Path(shards) / f"{split}_*.npz")))]
-    if not parts:
-        raise FileNotFoundError(f"no {split}_*.npz shards in {shards}: run the export step first.")
-    arrays = {name: np.concatenate([part[name] for part in parts]).astype(np.int32) for name in FIELDS}
-    features = {name: arrays[name] for name in ("token_ids", "segment_ids", "masked_positions")}
-    features["padding_mask"] = (arrays["token_ids"] != 0).astype(np.int32)  # [PAD] is id 0
-    labels = {"mlm": arrays["mlm"], "nsp": arrays["nsp"]}
-    weights = {"mlm": (arrays["mlm"] != 0).astype(np.float32), "nsp": np.ones(len(arrays["nsp"]), np.float32)}
-    return features, labels, weights
-
-
-def original_tokens(features, labels):
-    """Token ids before masking: the masked-LM labels written back at their positions."""
-    tokens = features["token_ids"].copy()
-    rows = np.arange(len(tokens))[:, None]
-    real = labels["mlm"] != 0
-    tokens[np.broadcast_to(rows, real.shape)[real], features["masked_positions"][real]] = labels["mlm"][real]
+def original_tokens(token_ids, masked_positions, targets):
+    """Token ids before masking: the masked-LM targets written back at their positions."""
+    tokens = token_ids.copy()
+    used = targets != 0
+    rows = np.broadcast_to(np.arange(len(tokens))[:, None], used.shape)
+    tokens[rows[used], masked_positions[used]] = targets[used]
     return tokens
 
 
-def random_ids(tokens):
-    """Ids a random replacement may take: every token but the reserved and [unusedN] ones, as kzoo's pipeline."""
-    return np.array([i for i, token in enumerate(tokens) if not re.fullmatch(r"\[\w+\]", token)], np.int32)
+def load_passes(shards, split):
+    """The exported pairs and masks of `split` ("train" or "valid"), as int32 arrays."""
+    path = pathlib.Path(shards) / f"{split}.npz"
+    if not path.is_file():
+        raise FileNotFoundError(f"no {path}: run the export step first (it writes train.npz and valid.npz).")
+    with np.load(path) as arrays:
+        return {name: arrays[name].astype(np.int32) for name in arrays.files}
 
 
-def remask(tokens, rng, replacement_ids, mask_rate=0.15, max_predictions=20, special_ids=(0, 2, 3), mask_id=4):
-    """kzoo's token-level masked-LM rule (`kzoo.text.pretraining_data._masked_lm`) in numpy: per row, a budget of
-    min(max_predictions, max(1, round(mask_rate × maskable tokens))) positions drawn uniformly among the
-    non-special tokens; each becomes [MASK] 80%, a random token 10%, itself 10%. Returns token ids, ascending
-    positions (0 in unused slots), labels (0 in unused slots)."""
-    batch, length = tokens.shape
-    maskable = ~np.isin(tokens, special_ids)
-    budget = np.minimum(max_predictions, np.maximum(1, np.floor(mask_rate * maskable.sum(1) + 0.5))).astype(int)
-    keys = np.where(maskable, rng.random((batch, length)), 2.0)
-    rank = np.argsort(np.argsort(keys, axis=1), axis=1)
-    chosen = maskable & (rank < budget[:, None])
-    draw = rng.random((batch, length))
-    replacements = replacement_ids[rng.integers(0, len(replacement_ids), (batch, length))]
-    corrupted = np.where(draw < 0.8, mask_id, np.where(draw < 0.9, replacements, tokens))
-    positions = np.sort(np.where(chosen, np.arange(length), length), axis=1)[:, :max_predictions]
-    valid = positions < length
-    positions = np.where(valid, positions, 0)
-    labels = np.where(valid, np.take_along_axis(tokens, positions, 1), 0)
-    return np.where(chosen, corrupted, tokens).astype(np.int32), positions.astype(np.int32), labels.astype(np.int32)
+def masked_batch(data, number, rows):
+    """Features, labels and sample weights of pairs `rows` with the masks of pass `number`, as the recipe's
+    pipeline gives them."""
+    tokens, positions, shown = (data["tokens"][rows], data["masked_positions"][number, rows],
+                                data["masked_ids"][number, rows])
+    used = positions != 0  # position 0 is [CLS], never a target: 0 marks an unused slot
+    targets = np.where(used, np.take_along_axis(tokens, positions, 1), 0)
+    token_ids = tokens.copy()
+    token_ids[np.broadcast_to(np.arange(len(rows))[:, None], used.shape)[used], positions[used]] = shown[used]
+    features = {"token_ids": token_ids, "segment_ids": data["segment_ids"][rows],
+                "padding_mask": (tokens != 0).astype(np.int32), "masked_positions": positions}  # [PAD] is id 0
+    labels = {"mlm": targets, "nsp": data["nsp"][rows]}
+    weights = {"mlm": used.astype(np.float32), "nsp": np.ones(len(rows), np.float32)}
+    return features, labels, weights
 
 
-def check_remask(features, labels, replacement_ids):
-    """`remask` must give every row as many targets as kzoo's pipeline gave it, and the same 80/10/10 split."""
-    tokens = original_tokens(features, labels)
-    token_ids, positions, targets = remask(tokens, np.random.default_rng(0), replacement_ids)
-    kzoo_counts, our_counts = (labels["mlm"] != 0).sum(1), (targets != 0).sum(1)
-    if not np.array_equal(kzoo_counts, our_counts):
-        raise AssertionError(f"remask chose {our_counts[:8]}... targets per row, kzoo's pipeline {kzoo_counts[:8]}...")
-
-    def split(ids, places, answers):
-        shown = np.take_along_axis(ids, places, 1)[answers != 0]
-        return np.mean(shown == 4), np.mean(shown == answers[answers != 0])
-
-    print("[MASK] / unchanged fractions of the targets: kzoo %.3f / %.3f, remask %.3f / %.3f"
-          % (*split(features["token_ids"], features["masked_positions"], labels["mlm"]),
-             *split(token_ids, positions, targets)), flush=True)
+def load_split(shards, split):
+    """Features, labels and sample weights of every pair of `split` with its first masks (the validation set)."""
+    data = load_passes(shards, split)
+    return masked_batch(data, 0, np.arange(len(data["nsp"])))
 
 
-class RemaskedPairs(keras.utils.PyDataset):
-    """Batches of the exported pairs in a new order and with new masks every epoch (seeded by seed, epoch, batch)."""
+def check_passes(data):
+    """Each pass must give each pair at least one target, and [MASK], random and unchanged ids about 80/10/10."""
+    used = data["masked_positions"] != 0
+    if not used.any(axis=2).all():
+        raise AssertionError("a pass leaves a pair without a masked-LM target: the export is damaged.")
+    shown = data["masked_ids"][used]
+    originals = np.take_along_axis(data["tokens"][None], data["masked_positions"], 2)[used]
+    kept, masked = np.mean(shown == originals), np.mean(shown == data["mask_id"])
+    print(f"{len(used)} passes of masks, {used.sum(2).mean():.2f} targets per pair; [MASK] {masked:.3f}, "
+          f"unchanged {kept:.3f}, random {1 - masked - kept:.3f}", flush=True)
 
-    def __init__(self, features, labels, batch_size, replacement_ids, seed, **kwargs):
+
+class StaticMaskedPairs(keras.utils.PyDataset):
+    """Batches of the exported pairs, in a new order every epoch (seeded by seed and epoch), with the masks of pass
+    epoch mod the number of passes."""
+
+    def __init__(self, data, batch_size, seed, **kwargs):
         super().__init__(**kwargs)
-        self.tokens = original_tokens(features, labels)
-        self.segment_ids = features["segment_ids"]
-        self.next_sentence = labels["nsp"]
-        self.batch_size, self.replacement_ids, self.seed = batch_size, replacement_ids, seed
+        self.data, self.batch_size, self.seed = data, batch_size, seed
+        self.passes, self.pairs = data["masked_positions"].shape[:2]
         self.epoch = 0
-        self.order = np.random.default_rng([seed, 0]).permutation(len(self.tokens))
+        self.order = np.random.default_rng([seed, 0]).permutation(self.pairs)
 
     def __len__(self):
-        return len(self.tokens) // self.batch_size
+        return self.pairs // self.batch_size
 
     def on_epoch_end(self):
         self.epoch += 1
-        self.order = np.random.default_rng([self.seed, self.epoch]).permutation(len(self.tokens))
+        self.order = np.random.default_rng([self.seed, self.epoch]).permutation(self.pairs)
 
     def __getitem__(self, index):
         rows = self.order[index * self.batch_size:(index + 1) * self.batch_size]
-        rng = np.random.default_rng([self.seed, self.epoch, index])
-        token_ids, positions, targets = remask(self.tokens[rows], rng, self.replacement_ids)
-        features = {"token_ids": token_ids, "segment_ids": self.segment_ids[rows],
-                    "padding_mask": (token_ids != 0).astype(np.int32), "masked_positions": positions}
-        labels = {"mlm": targets, "nsp": self.next_sentence[rows]}
-        weights = {"mlm": (targets != 0).astype(np.float32), "nsp": np.ones(len(rows), np.float32)}
-        return features, labels, weights
+        return masked_batch(self.data, self.epoch % self.passes, rows)
 
 
 # === 2. train (any Keras backend) ===
@@ -222,23 +263,22 @@ def train(shards, output, minutes, batch_size, learning_rate, warmup_fraction, s
     from kzoo.train.callbacks import TimeBudget
 
     config = json.loads((pathlib.Path(shards) / "config.json").read_text())
-    vocabulary_file = REPO / "data/wikitext2/vocab.txt"
-    tokens = vocabulary_file.read_text(encoding="utf-8").splitlines()  # kzoo.text.wordpiece needs TensorFlow
-    vocabulary_size, replacement_ids = len(tokens), random_ids(tokens)
-    x, y, _ = load_split(shards, "train")
-    check_remask(x, y, replacement_ids)
+    data = load_passes(shards, "train")
+    check_passes(data)
+    vocabulary_size = int(data["vocabulary_size"])
     validation = load_split(shards, "valid")  # kzoo's own masks: the recipe's fixed validation set
-    batches = RemaskedPairs(x, y, batch_size, replacement_ids, seed, workers=4)
-    print(f"backend {keras.backend.backend()}, devices {_devices()}; {len(y['nsp']):,} training pairs, "
-          f"{len(batches)} batches of {batch_size} a pass", flush=True)
+    batches = StaticMaskedPairs(data, batch_size, seed, workers=4)
+    print(f"backend {keras.backend.backend()}, devices {_devices()}; {batches.pairs:,} training pairs, "
+          f"{len(batches)} batches of {batch_size} a pass, {batches.passes} passes of masks", flush=True)
 
     # Time the step first, so that the learning-rate schedule can end (decay to zero) where the budget ends.
     keras.utils.set_random_seed(seed)
     probe = build_pretrainer(config, vocabulary_size, 10_000, learning_rate, warmup_fraction)
-    probe.fit(batches, steps_per_epoch=64, epochs=1, verbose=0)  # compiles
+    probe_steps = min(512, len(batches))  # within a pass, so that the data never runs out
+    probe.fit(batches, steps_per_epoch=min(64, probe_steps), epochs=1, verbose=0)  # compiles
     started = time.monotonic()
-    probe.fit(batches, steps_per_epoch=512, epochs=1, verbose=0)
-    step_seconds = (time.monotonic() - started) / 512
+    probe.fit(batches, steps_per_epoch=probe_steps, epochs=1, verbose=0)
+    step_seconds = (time.monotonic() - started) / probe_steps
     budget = minutes * 60 - 60  # the second compilation, the evaluations and saving
     train_steps = int(budget / step_seconds)
     epochs = max(1, -(-train_steps // len(batches)))
@@ -247,7 +287,7 @@ def train(shards, output, minutes, batch_size, learning_rate, warmup_fraction, s
     del probe
 
     keras.utils.set_random_seed(seed)
-    batches = RemaskedPairs(x, y, batch_size, replacement_ids, seed, workers=4)
+    batches = StaticMaskedPairs(data, batch_size, seed, workers=4)
     pretrainer = build_pretrainer(config, vocabulary_size, train_steps, learning_rate,
                                   warmup_fraction)
     started = time.monotonic()
@@ -288,11 +328,11 @@ def save_weight_parts(model, output):
     part, size, index = {}, 0, 0
     for number, value in enumerate(model.get_weights()):
         if part and size + value.nbytes > PART_BYTES:
-            _write_npz(pathlib.Path(output) / f"weights_{index:02d}.npz", part)
+            _write(pathlib.Path(output) / f"weights_{index:02d}.npz", _npz_bytes(part))
             part, size, index = {}, 0, index + 1
         part[f"w{number:04d}"] = value
         size += value.nbytes
-    _write_npz(pathlib.Path(output) / f"weights_{index:02d}.npz", part)
+    _write(pathlib.Path(output) / f"weights_{index:02d}.npz", _npz_bytes(part))
 
 
 def load_weight_parts(folder):
@@ -352,9 +392,13 @@ def main(argv=None):
     commands = parser.add_subparsers(dest="command", required=True)
     p = commands.add_parser("export")
     p.add_argument("--output", required=True)
-    p.add_argument("--train-batches", type=int, default=6000)
+    p.add_argument("--train-batches", type=int, default=None,
+                   help="batches of pairs to export (default: one whole pass over the corpus, 765 batches of 32 on "
+                        "WikiText-2); more than a pass take the pairs of later pipeline epochs")
     p.add_argument("--validation-batches", type=int, default=20)
-    p.add_argument("--shard-batches", type=int, default=1000)
+    p.add_argument("--passes", type=int, default=16, help="sets of masks of the training pairs (default: 16)")
+    p.add_argument("--max-mib", type=float, default=16.0,
+                   help="the most the export may write, in MiB (default: 16; a run carries 64 in all)")
     p = commands.add_parser("train")
     p.add_argument("--shards", required=True)
     p.add_argument("--output", required=True)
@@ -369,7 +413,7 @@ def main(argv=None):
     p.add_argument("--output", required=True)
     args = parser.parse_args(argv)
     if args.command == "export":
-        export(args.output, args.train_batches, args.validation_batches, args.shard_batches)
+        export(args.output, args.train_batches, args.validation_batches, args.passes, args.max_mib)
     elif args.command == "train":
         train(args.shards, args.output, args.minutes, args.batch_size, args.learning_rate, args.warmup_fraction,
               args.seed)
