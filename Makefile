@@ -27,12 +27,14 @@ JAX_TESTS := tests/layers tests/models
 test: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
-	# The backend-free core again, under Keras's JAX backend (parameter counts, which no backend changes, once only).
+	# The backend-free core again, under Keras's JAX backend (parameter counts, which no backend changes, once only;
+	# the raw-text tasks, whose text side is TensorFlow, in test-slow).
 	KERAS_BACKEND=jax $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=10 \
-		-m "not slow and not backend_independent" $(JAX_TESTS)
+		-m "not slow and not backend_independent and not text_pipeline" $(JAX_TESTS)
 
 test-slow: $(STAMP)
 	$(PY) -m pytest -q -m slow
+	KERAS_BACKEND=jax $(PY) -m pytest -q -m "text_pipeline and not backend_independent" $(JAX_TESTS)
 
 bench: $(STAMP)
 	$(PY) benchmarks/bench_transformer.py --output benchmarks/RESULTS.md

@@ -7,6 +7,10 @@ import pytest
 from kzoo.models import BertSentenceEmbedder
 from tests.models.tiny_text_checkpoint import in_a_fresh_process, tiny_checkpoint
 
+# The text side of these tasks is kzoo.text's TensorFlow pipeline: `make test` runs them under TensorFlow only
+# (`make test-slow` under JAX too), so the JAX pass stays on the backend-free core.
+pytestmark = pytest.mark.text_pipeline
+
 REFERENCE = "tests/data/bert_checkpoint_reference/reference.npz"
 TEXTS = ["the film is good", "a dull movie", "the cat sat on the mat", "where is paris"]
 

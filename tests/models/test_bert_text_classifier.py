@@ -9,6 +9,10 @@ import tensorflow as tf
 from kzoo.models import BertClassifier
 from tests.models.tiny_text_checkpoint import POSITIONS, in_a_fresh_process, tiny_checkpoint
 
+# The text side of these tasks is kzoo.text's TensorFlow pipeline: `make test` runs them under TensorFlow only
+# (`make test-slow` under JAX too), so the JAX pass stays on the backend-free core.
+pytestmark = pytest.mark.text_pipeline
+
 TEXTS = ["the film is good", "a dull movie", "great film !", "bad , bad movie", "a fine cat", "the dog sat"]
 SECOND = ["a movie", "the cat", "good", "dull", "fine film", "bad dog"]
 LABELS = [1, 0, 1, 0, 1, 0]

@@ -8,6 +8,10 @@ from kzoo.layers.masks import MASKED_LOGIT
 from kzoo.models import BertQuestionAnswerer
 from tests.models.tiny_text_checkpoint import VOCABULARY, in_a_fresh_process
 
+# The text side of these tasks is kzoo.text's TensorFlow pipeline: `make test` runs them under TensorFlow only
+# (`make test-slow` under JAX too), so the JAX pass stays on the backend-free core.
+pytestmark = pytest.mark.text_pipeline
+
 QUESTIONS = ["who lives in london?", "where is the cat?"]
 CONTEXTS = ["the cat lives in paris.", "the cat sat on the mat in london"]
 

@@ -8,6 +8,10 @@ from kzoo.models import BertTokenClassifier
 from kzoo.text.task_inputs import word_label_dataset, word_positions
 from tests.models.tiny_text_checkpoint import VOCABULARY, in_a_fresh_process
 
+# The text side of these tasks is kzoo.text's TensorFlow pipeline: `make test` runs them under TensorFlow only
+# (`make test-slow` under JAX too), so the JAX pass stays on the backend-free core.
+pytestmark = pytest.mark.text_pipeline
+
 TEXTS = ["Who lives in Paris?", "The cat sat on the mat.", "London is great!"]
 WORD_LABELS = [[0, 0, 0, 1, 0], [0, 0, 0, 0, 0, 0, 0], [1, 0, 0, 0]]  # 1: a place
 NAMES = ["O", "PLACE"]
