@@ -145,9 +145,8 @@ def test_the_cli_exports_a_translation_run_quantized(tmp_path, translator, capsy
     assert "apply to translation runs" in capsys.readouterr().err
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("quantization", sorted(FORMATS))
-def test_shipped_weights_quantized_keep_bleu_within_0_3(tmp_path, quantization):
+@pytest.mark.slow  # about 7 minutes at load 9 on 2 cores: four passes over test_2016_flickr with beam 4
+def test_shipped_weights_quantized_keep_bleu_within_0_3(tmp_path):
     import tensorflow_text  # noqa: F401  (the SentencePiece ops of the loaded graphs)
 
     from kzoo.data import shipped_model
@@ -157,10 +156,14 @@ def test_shipped_weights_quantized_keep_bleu_within_0_3(tmp_path, quantization):
     version = shipped_model("transformer_multi30k_en_de") / "3"
     english, german = multi30k("test_2016_flickr")
     order = sorted(range(len(english)), key=lambda i: len(english[i]))
-    path = export_translator(Translator.load(version), tmp_path / quantization, quantization=quantization)
+    shipped = Translator.load(version)
+    models = {"float32": version}
+    for quantization, compute_dtype in (("int8", "float32"), ("int8", "bfloat16"), ("bfloat16", "bfloat16")):
+        models[quantization, compute_dtype] = export_translator(shipped, tmp_path / f"{quantization}_{compute_dtype}",
+                                                                quantization=quantization, compute_dtype=compute_dtype)
     bleu = {}
-    for name, model in (("float32", version), (quantization, path)):
-        serve = tf.saved_model.load(str(model)).signatures["serving_default"]
+    for name, path in models.items():
+        serve = tf.saved_model.load(str(path)).signatures["serving_default"]
         out = [None] * len(english)
         for start in range(0, len(order), 64):
             rows = order[start : start + 64]
@@ -169,4 +172,4 @@ def test_shipped_weights_quantized_keep_bleu_within_0_3(tmp_path, quantization):
                 out[i] = text.decode("utf-8")
         bleu[name] = translation_scores(out, german)["bleu"]
     assert bleu["float32"] == 38.15
-    assert abs(bleu[quantization] - bleu["float32"]) <= 0.3, bleu
+    assert all(abs(score - bleu["float32"]) <= 0.3 for score in bleu.values()), bleu
