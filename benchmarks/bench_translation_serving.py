@@ -4,6 +4,8 @@ The shipped translator (saved_models/transformer_multi30k_en_de, its newest vers
 256, 8,000 shared SentencePiece pieces, beam 4) served four ways, in one run:
 - kzoo SavedModel, TF Python: `tf.saved_model.load` and its `serving_default` (tokenizing, beam search and
   detokenizing in the graph), with 2 intra-op and 2 inter-op threads.
+- kzoo SavedModel quantized, TF Python: `kzoo.export.export_translator(..., quantization="int8",
+  compute_dtype="bfloat16")` of the same weights (int8 matrices, bfloat16 matmuls), loaded as the float32 one.
 - kzoo SavedModel, C API: `kzoo.serving.ContractLoader`, TF Serving's loading path (TensorFlow's C API, in its own
   process, TensorFlow's default threads: one per core) answering TF Serving REST bodies.
 - CTranslate2 float32 and int8: `kzoo.export.export_ctranslate2` of the same weights (int8 with
@@ -35,7 +37,7 @@ from results_file import environment, replace_section
 from timing import OtherLoad
 
 from kzoo.data import multi30k, shipped_model
-from kzoo.export import export_ctranslate2
+from kzoo.export import export_ctranslate2, export_translator
 from kzoo.export.ctranslate2_export import translate_ctranslate2
 from kzoo.serving import ContractLoader
 from kzoo.train.quality import translation_scores
@@ -64,14 +66,18 @@ def contenders(version, translator, folder):
     import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the SavedModel's graph uses)
 
     serve = tf.saved_model.load(str(version)).signatures["serving_default"]
+    quantized = export_translator(translator, folder / "saved_model_int8", quantization="int8",
+                                  compute_dtype="bfloat16")
+    serve_quantized = tf.saved_model.load(str(quantized)).signatures["serving_default"]
     loader = ContractLoader(version)
     float32 = ctranslate2.Translator(str(export_ctranslate2(translator.model, translator.tokenizer, folder / "f32")),
                                      intra_threads=THREADS, inter_threads=1)
     int8_folder = export_ctranslate2(translator.model, translator.tokenizer, folder / "int8", quantization="int8")
     int8 = ctranslate2.Translator(str(int8_folder), compute_type="int8", intra_threads=THREADS, inter_threads=1)
 
-    def saved_model(texts):
-        return [t.decode("utf-8") for t in serve(text=tf.constant(texts, tf.string))["translation"].numpy()]
+    def saved_model(serve):
+        return lambda texts: [t.decode("utf-8")
+                              for t in serve(text=tf.constant(texts, tf.string))["translation"].numpy()]
 
     def c_api(texts):
         return loader.rest({"instances": texts})["predictions"]
@@ -84,7 +90,9 @@ def contenders(version, translator, folder):
         pass
 
     return {
-        "kzoo SavedModel, TF Python": (saved_model, own_cpu_seconds, nothing),
+        "kzoo SavedModel, TF Python": (saved_model(serve), own_cpu_seconds, nothing),
+        "kzoo SavedModel int8 weights + bfloat16 matmuls, TF Python": (saved_model(serve_quantized), own_cpu_seconds,
+                                                                       nothing),
         "kzoo SavedModel, C API (TF Serving's loader)": (c_api, lambda: process_cpu_seconds(loader._process.pid),
                                                          loader.close),
         "CTranslate2 float32": (ct2(float32), own_cpu_seconds, nothing),

@@ -1,13 +1,16 @@
 """Export a training run, or a public BERT checkpoint, as a raw-text SavedModel version.
 
     python -m kzoo.export --run runs/multi30k --output saved_models/transformer_multi30k_en_de   # translator
+    python -m kzoo.export --run runs/multi30k --output saved_models/NAME --quantize bfloat16     # quantized
     python -m kzoo.export --run runs/minilm_sst2 --output saved_models/minilm_sst2              # classifier
     python -m kzoo.export --checkpoint path/to/all-MiniLM-L6-v2 --output saved_models/minilm_embedder
 
 A run folder of `kzoo.train.translation_recipe` (model.keras, tokenizer.model) becomes a translator, one of
 `kzoo.train.bert_finetuning_recipe` (classifier.keras, config.json) a text classifier that tokenizes as the run did,
 whether it fine-tuned a public checkpoint or a backbone of kzoo's own pretraining; `--checkpoint` alone makes a
-sentence embedder. The version is written inside --output.
+sentence embedder. The version is written inside --output. `--quantize int8|bfloat16` (translators) stores the
+weight matrices quantized and `--compute-dtype` picks the dtype the decoder's matmuls run in (see
+`kzoo.export.export_translator`).
 """
 
 import argparse
@@ -17,9 +20,11 @@ import pathlib
 from kzoo.console import quiet_tensorflow
 
 POOLINGS = ("mean", "cls", "pooled")  # kzoo.models.bert_sentence_embedder.POOLINGS
+QUANTIZATIONS = ("int8", "bfloat16")  # kzoo.export.quantization.QUANTIZATIONS
+COMPUTE_DTYPES = ("float32", "bfloat16")  # kzoo.export.quantization.COMPUTE_DTYPES
 
 
-def export_translation_run(run, output, version=None):
+def export_translation_run(run, output, version=None, quantization=None, compute_dtype=None):
     import keras
 
     from kzoo.export.translator_export import export_translator
@@ -31,7 +36,7 @@ def export_translation_run(run, output, version=None):
     tokenizer = SubwordTokenizer.load(run / "tokenizer.model")
     translator = Translator(model, tokenizer, method="beam", beam_size=config["beam_size"],
                             length_penalty=config["length_penalty"], max_source_length=config["max_length"])
-    return export_translator(translator, output, version)
+    return export_translator(translator, output, version, quantization=quantization, compute_dtype=compute_dtype)
 
 
 def export_classification_run(run, output, version=None, checkpoint=None):
@@ -88,19 +93,29 @@ def main(argv=None):
     parser.add_argument("--version", type=int, help="defaults to one more than the highest existing version")
     parser.add_argument("--pooling", default="mean", choices=POOLINGS, help="embedder pooling")
     parser.add_argument("--sequence-length", type=int, default=128, help="embedder: longer texts are truncated")
+    parser.add_argument("--quantize", choices=QUANTIZATIONS, help="translator: store the weight matrices as int8 "
+                        "(per-channel scales, a quarter of the size) or bfloat16 (half); default float32")
+    parser.add_argument("--compute-dtype", choices=COMPUTE_DTYPES, help="translator: the dtype its matmuls run in; "
+                        "default bfloat16 with --quantize bfloat16, else float32")
     args = parser.parse_args(argv)
+    translator_only = [flag for flag, value in (("--quantize", args.quantize), ("--compute-dtype", args.compute_dtype))
+                       if value]
     if args.run:
         from kzoo.train.run import finished_run
 
         run = pathlib.Path(args.run)
         finished_run(run)  # an unfinished or failed run's files are not whole
         if (run / "model.keras").is_file() and (run / "tokenizer.model").is_file():
-            path = export_translation_run(run, args.output, args.version)
+            path = export_translation_run(run, args.output, args.version, args.quantize, args.compute_dtype)
+        elif translator_only:
+            parser.error(f"{' and '.join(translator_only)} apply to translation runs only; {run} is not one")
         elif (run / "classifier.keras").is_file():
             path = export_classification_run(run, args.output, args.version, args.checkpoint)
         else:
             parser.error(f"{run} has neither model.keras + tokenizer.model (a translation run) nor classifier.keras "
                          "(a fine-tuning run)")
+    elif translator_only:
+        parser.error(f"{' and '.join(translator_only)} apply to translation runs (--run) only")
     elif args.checkpoint:
         path = export_checkpoint_embedder(args.checkpoint, args.output, args.version, args.pooling,
                                           args.sequence_length)
