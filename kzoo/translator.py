@@ -228,7 +228,7 @@ class Translator(tf.Module):
                              "export writes: export the translator again with kzoo.export.export_translator.")
         description = _read_description(extra / SETTINGS_FILE)
         model = keras.saving.deserialize_keras_object(description["model"])
-        _restore_saved_model_weights(model, version)
+        _restore_saved_model_weights(model, version, (description.get("quantization") or {}).get("weights"))
         return cls(model, SubwordTokenizer.load(extra / description["tokenizer"]),
                    **{**description["settings"], **overrides})
 
@@ -243,10 +243,13 @@ def _read_description(path):
     return description
 
 
-def _restore_saved_model_weights(model, version):
+def _restore_saved_model_weights(model, version, quantization=None):
     """Give `model` the weights of the SavedModel in `version`, matched by variable name, without loading its graph.
 
-    kzoo's export saves the models' `tf.Variable`s as a list (`serving_root`), each under its Keras path; the object
+    kzoo's export saves the models' `tf.Variable`s as a list (`model_variables`), each under its Keras path; a
+    quantized export (`quantization` "int8" or "bfloat16", as its translator.json records) saves them as
+    `quantized_weights` instead, a matrix as PATH__int8 with PATH__scale, or PATH__bfloat16, which are read back here
+    in float32 (the translator then decodes in float32, whatever compute dtype the export decodes in). The object
     graph in saved_model.pb names them and variables/ holds their values.
     """
     from tensorflow.core.protobuf import saved_model_pb2
@@ -255,17 +258,32 @@ def _restore_saved_model_weights(model, version):
     saved_model.ParseFromString((version / "saved_model.pb").read_bytes())
     graph = saved_model.meta_graphs[0].object_graph_def
     children = {child.local_name: child.node_id for child in graph.nodes[0].children}
-    if "model_variables" not in children:
-        raise ValueError(f"{version} was not written by kzoo.export (its root has no model_variables).")
+    root = "quantized_weights" if quantization else "model_variables"
+    if root not in children:
+        raise ValueError(f"{version} was not written by kzoo.export (its root has no {root}).")
     reader = tf.train.load_checkpoint(str(version / "variables" / "variables"))
-    saved = {graph.nodes[child.node_id].variable.name: f"model_variables/{child.local_name}/.ATTRIBUTES/VARIABLE_VALUE"
-             for child in graph.nodes[children["model_variables"]].children}
-    missing = [weight.path for weight in model.weights if weight.path not in saved]
+    stored = {graph.nodes[child.node_id].variable.name: f"{root}/{child.local_name}/.ATTRIBUTES/VARIABLE_VALUE"
+              for child in graph.nodes[children[root]].children}
+
+    def stored_value(path):
+        """The float value saved for the Keras weight at `path`, or None when the version does not hold it."""
+        name = path.replace("/", "__") if quantization else path
+        if name in stored:
+            return reader.get_tensor(stored[name])
+        if f"{name}__int8" in stored and f"{name}__scale" in stored:
+            return (reader.get_tensor(stored[f"{name}__int8"]).astype("float32")
+                    * reader.get_tensor(stored[f"{name}__scale"]))
+        if f"{name}__bfloat16" in stored:
+            return reader.get_tensor(stored[f"{name}__bfloat16"]).astype("float32")
+        return None
+
+    values = {weight.path: stored_value(weight.path) for weight in model.weights}
+    missing = [path for path, value in values.items() if value is None]
     if missing:
         raise ValueError(f"{version} lacks {len(missing)} of the model's weights ({missing[:3]}...): the model config "
                          "in assets.extra does not describe these weights.")
     for weight in model.weights:
-        value = reader.get_tensor(saved[weight.path])
+        value = values[weight.path]
         if tuple(value.shape) != tuple(weight.shape):
             raise ValueError(f"{version}: {weight.path} is saved with shape {value.shape}, the model wants "
                              f"{weight.shape}.")

@@ -27,7 +27,7 @@ def export_translator(translator, base_dir, version=None, quantization=None, com
     "float32" (the default for int8) or "bfloat16" (Keras's mixed_bfloat16: bfloat16 matmuls, float32 softmax and
     layer norms; the default for bfloat16). Only standard TensorFlow ops are added (Cast, Mul), so TF Serving runs
     it as it runs the float32 export. A quantized version's translator.json records the format under
-    "quantization"; `Translator.load` reads float32 versions only.
+    "quantization"; `Translator.load` reads it back, the weights dequantized to float32.
 
     Example:
     ```python

@@ -3,6 +3,7 @@ decoded by the same decoder, served as TF Serving loads them."""
 
 import json
 
+import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -116,6 +117,20 @@ def test_quantized_exports_mostly_translate_as_float32_and_meet_the_contract(exp
     same = sum(a == b for a, b in zip(served(exports[quantization], english), reference))
     assert same >= 26, f"{quantization}: {same}/40 greedy translations equal float32's"
     assert check_contract(exports[quantization]) == []
+
+
+@pytest.mark.parametrize("quantization", sorted(FORMATS))
+def test_a_quantized_version_loads_as_a_translator_with_its_dequantized_weights(exports, translator, quantization):
+    from kzoo.translator import Translator
+
+    loaded = Translator.load(exports[quantization])
+    with QuantizedWeights([translator.model], quantization).scope():
+        expected = [keras.ops.convert_to_numpy(value) for value in translator.model.weights]
+    for weight, value in zip(loaded.model.weights, expected):  # the stored form, read back in float32
+        np.testing.assert_allclose(np.asarray(weight), value.astype("float32"), rtol=0, atol=1e-6)
+    english = multi30k("test_2016_flickr")[0][:12]
+    if quantization == "int8":  # decoded in float32 like the export, so the same strings
+        assert loaded(english) == served(exports["int8"], english)
 
 
 def test_bad_formats_are_refused_by_name(tmp_path, translator):
