@@ -3,6 +3,7 @@
 import tensorflow as tf
 
 from kzoo.decoding.length_limit import force_end, row_limits
+from kzoo.decoding.loop_shapes import loop_shapes
 from kzoo.layers.masks import MASKED_LOGIT
 from kzoo.text import END, START
 
@@ -16,7 +17,7 @@ def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalt
     the others stay alive, at most beam_size of them. A finished hypothesis stops growing. A sentence's hypotheses
     must end at its length limit; search stops when every sentence has reached it or no alive hypothesis can still
     beat its worst finished one. Encoder keys and values are
-    computed once per sentence; the decoder self-attention cache follows its hypotheses.
+    computed once per sentence and shared by its hypotheses; the decoder self-attention cache follows them.
 
     Args:
         model: a `kzoo.models.Transformer`.
@@ -48,8 +49,8 @@ def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalt
     beam_limits = tf.repeat(limits, beam_size)
     vocabulary = model.target_vocabulary_size
     u, encoder_padding_mask = model.encode(encoder_token_ids)
-    encoder_padding_mask = tf.repeat(encoder_padding_mask, beam_size, axis=0)  # (batch·beam, m)
-    cache = model.initial_cache(tf.repeat(u, beam_size, axis=0), max_length)
+    cache = model.initial_cache(u)  # encoder keys and values (batch, heads, m, dim): one per sentence, not per beam
+    cache["self"] = tf.nest.map_structure(lambda t: tf.repeat(t, beam_size, axis=0), cache["self"])
 
     def penalty(length):
         return ((5.0 + tf.cast(length, tf.float32)) / 6.0) ** length_penalty
@@ -58,8 +59,7 @@ def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalt
         return tf.gather(values, indices, batch_dims=1)
 
     def step(i, last_token, alive_seq, alive_log_probs, finished_seq, finished_scores, cache, rows):
-        # The previous step's reordering of the cache rows is applied here, before this step writes its position:
-        # the scatter then updates the gather's fresh tensor in place instead of copying the whole cache again.
+        # The previous step's reordering of the cache rows (batch·beam, heads, i, dim) is applied here, once a step.
         cache = {"self": tf.nest.map_structure(lambda t: tf.gather(t, rows), cache["self"]), "cross": cache["cross"]}
         logits, cache = model.decode_step(last_token[:, None], i, cache, encoder_padding_mask)
         logits = force_end(tf.cast(logits[:, 0], tf.float32), i, beam_limits)
@@ -90,19 +90,18 @@ def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalt
 
     empty = tf.zeros([batch, beam_size, max_length], tf.int32)
     first_beam_only = tf.concat([tf.zeros([batch, 1]), tf.fill([batch, beam_size - 1], MASKED_LOGIT)], axis=1)
+    loop_vars = (
+        tf.constant(0),
+        tf.fill([batch * beam_size], START),
+        empty,
+        first_beam_only,
+        empty,
+        tf.fill([batch, beam_size], MASKED_LOGIT),
+        cache,
+        tf.range(batch * beam_size),
+    )
     steps, _, _, _, finished_seq, _, _, _ = tf.while_loop(
-        searching,
-        step,
-        (
-            tf.constant(0),
-            tf.fill([batch * beam_size], START),
-            empty,
-            first_beam_only,
-            empty,
-            tf.fill([batch, beam_size], MASKED_LOGIT),
-            cache,
-            tf.range(batch * beam_size),
-        ),
+        searching, step, loop_vars, shape_invariants=loop_shapes(loop_vars, cache_position=6)
     )
     best = finished_seq[:, 0]  # every sentence has finished hypotheses: they must end at their limit
     return (best, steps) if return_steps else best
