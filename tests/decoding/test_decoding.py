@@ -84,7 +84,10 @@ def test_greedy_with_cache_gives_exactly_the_uncached_tokens(model):
 
 
 class ScriptedModel:
-    """Stands in for a Transformer: at step i, row r puts all probability on SCRIPT[r, i]."""
+    """Stands in for a Transformer: at step i, row r puts all probability on SCRIPT[r, i].
+
+    Each row's script travels in its self-attention cache, (rows, 1, 1, steps), so it follows the row wherever the
+    search moves or drops it."""
 
     SCRIPT = tf.constant([[7, 8, END, 9, 9, 9], [7, END, 9, 9, 9, 9], [5, 6, 7, 8, 9, 5]])
     target_vocabulary_size = 12
@@ -93,11 +96,10 @@ class ScriptedModel:
         return tf.zeros([tf.shape(ids)[0], 1, 4]), tf.ones([tf.shape(ids)[0], 1], tf.bool)
 
     def initial_cache(self, u, max_length=None):
-        return {"self": [], "cross": []}
+        return {"self": [tf.cast(self.SCRIPT, tf.float32)[:, None, None, :]], "cross": []}
 
     def decode_step(self, token_ids, index, cache, mask):
-        rows = tf.shape(token_ids)[0]
-        script = tf.repeat(self.SCRIPT, rows // 3, axis=0)
+        script = tf.cast(cache["self"][0][:, 0, 0, :], tf.int32)
         return 10.0 * tf.one_hot(script[:, index], self.target_vocabulary_size)[:, None], cache
 
 
@@ -120,6 +122,18 @@ def test_beam_search_ends_each_sentence_at_its_own_limit():
     # What Translator does: each sentence gets the limit of its own source length, the batch runs to the largest.
     tokens = beam_search(ScriptedModel(), np.ones((3, 2), "int32"), np.array([6, 6, 3]), beam_size=3).numpy()
     np.testing.assert_array_equal(tokens, [[7, 8, END, 0, 0, 0], [7, END, 0, 0, 0, 0], [5, 6, END, 0, 0, 0]])
+
+
+def test_a_settled_sentence_leaves_the_batch_with_the_result_it_has_alone(model):
+    # Sentences stop at different steps (their limits differ); each one's result must not depend on the others.
+    limits = np.array([9, 4, 6], "int32")
+    together, steps = tf.function(lambda ids, limits: beam_search(model, ids, limits, beam_size=3,
+                                                                  return_steps=True))(SOURCE, limits)
+    for row, limit in enumerate(limits):
+        alone = beam_search(model, SOURCE[row : row + 1], limits[row : row + 1], beam_size=3).numpy()[0]
+        np.testing.assert_array_equal(together.numpy()[row, :limit], alone)
+        assert not together.numpy()[row, limit:].any()
+    assert int(steps) <= 9
 
 
 def test_beam_of_one_without_penalty_is_greedy(model):
