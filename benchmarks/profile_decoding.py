@@ -6,20 +6,30 @@ would run it. One untraced run is timed first (wall and CPU seconds); then one t
 inside the decoding loop, summed by op type, with its share of all op time and how often it ran per beam step
 (beam search calls TopKV2 three times a step). Tracing slows the ops it records, so read the shares, not the sums.
 
+With `--versus OTHER`, no trace: the two SavedModels translate a whole split side by side instead, sorted by length
+in batches of `--batch`, taking turns on every batch (the first to go alternating), for `--rounds` rounds: each
+one's sentences/s per round and their median, the median ratio, CPU time over wall time, BLEU, how many strings
+equal the other's, and how many cores other processes kept busy meanwhile (/proc/stat).
+
 Usage:
     .venv/bin/python benchmarks/profile_decoding.py saved_models/transformer_multi30k_en_de/3 --sentences 64
     .venv/bin/python benchmarks/profile_decoding.py PATH --no-trace   # only the untraced run (for timing a process)
+    .venv/bin/python benchmarks/profile_decoding.py NEW --versus saved_models/transformer_multi30k_en_de/3 \
+        --split test_2016_flickr --rounds 3
 """
 
 import argparse
 import collections
 import os
+import statistics
 import time
 
 import tensorflow as tf
 import tensorflow_text  # noqa: F401  (registers the tf-text ops the graph uses)
+from timing import OtherLoad
 
 from kzoo.data import multi30k
+from kzoo.train.quality import translation_scores
 
 TOP_K_PER_STEP = 3  # beam_search's top_k calls per step: candidates, alive hypotheses, finished hypotheses
 
@@ -42,14 +52,69 @@ def op_table(run_metadata, rows=12):
     return lines, steps
 
 
+def session_translator(path):
+    """A TF1 session over the SavedModel at `path` (2 intra-op, 2 inter-op threads) as a function: texts to strings."""
+    config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=2, inter_op_parallelism_threads=2)
+    session = tf.compat.v1.Session(graph=tf.Graph(), config=config)
+    with session.graph.as_default():
+        signature = tf.compat.v1.saved_model.loader.load(session, ["serve"], path).signature_def["serving_default"]
+    text, translation = signature.inputs["text"].name, signature.outputs["translation"].name
+    return lambda texts: [t.decode("utf-8") for t in session.run(translation, {text: texts})]
+
+
+def side_by_side(paths, split, batch, rounds):
+    """Both SavedModels over all of `split` in turns, batch by batch; prints a markdown table and the load."""
+    english, german = multi30k(split)
+    order = sorted(range(len(english)), key=lambda i: len(english[i]))
+    batches = [order[start : start + batch] for start in range(0, len(order), batch)]
+    translators = [session_translator(path) for path in paths]
+    for translate in translators:
+        translate(english[:2])  # warm-up
+    rates, cpu_shares = [[] for _ in paths], [[] for _ in paths]
+    outputs = [[None] * len(english) for _ in paths]
+    load, other = os.getloadavg()[0], OtherLoad()
+    for round_ in range(rounds):
+        wall, cpu = [0.0] * len(paths), [0.0] * len(paths)
+        for number, rows in enumerate(batches):
+            turn = range(len(paths)) if (round_ + number) % 2 == 0 else reversed(range(len(paths)))
+            for k in turn:
+                start, start_cpu = time.monotonic(), time.process_time()
+                for i, string in zip(rows, translators[k]([english[i] for i in rows])):
+                    outputs[k][i] = string
+                wall[k] += time.monotonic() - start
+                cpu[k] += time.process_time() - start_cpu
+        for k in range(len(paths)):
+            rates[k].append(len(english) / wall[k])
+            cpu_shares[k].append(cpu[k] / wall[k])
+    same = sum(a == b for a, b in zip(*outputs))
+    print(f"{split}, {len(english)} sentences in batches of {batch}, {rounds} rounds; load average before "
+          f"{load:.1f}, after {os.getloadavg()[0]:.1f}; other processes kept {other.cores():.2f} cores busy")
+    print("| SavedModel | sentences/s (median) | per round | CPU / wall | BLEU | strings equal to the other's |")
+    print("| --- | --- | --- | --- | --- | --- |")
+    for k, path in enumerate(paths):
+        per_round = ", ".join(f"{rate:.1f}" for rate in rates[k])
+        bleu = translation_scores(outputs[k], german)["bleu"]
+        print(f"| {path} | {statistics.median(rates[k]):.1f} | {per_round} | "
+              f"{statistics.median(cpu_shares[k]):.2f} | {bleu:.2f} | {same}/{len(english)} |")
+    ratio = statistics.median(a / b for a, b in zip(*rates))
+    print(f"median ratio of sentences/s, {paths[0]} over {paths[1]}: {ratio:.2f}")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("saved_model", help="a SavedModel version folder of kzoo's translator")
     parser.add_argument("--sentences", type=int, default=64, help="the first N val sentences, as one request")
     parser.add_argument("--no-trace", action="store_true", help="time the untraced run only")
+    parser.add_argument("--versus", help="a second SavedModel: time both side by side over --split instead")
+    parser.add_argument("--split", default="test_2016_flickr", help="with --versus: the Multi30k split")
+    parser.add_argument("--batch", type=int, default=64, help="with --versus: sentences per request")
+    parser.add_argument("--rounds", type=int, default=3, help="with --versus: passes over the split")
     args = parser.parse_args()
-    texts = multi30k("val")[0][: args.sentences]
     tf.compat.v1.disable_eager_execution()
+    if args.versus:
+        side_by_side([args.saved_model, args.versus], args.split, args.batch, args.rounds)
+        return
+    texts = multi30k("val")[0][: args.sentences]
     config = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=2, inter_op_parallelism_threads=2)
     with tf.compat.v1.Session(config=config) as session:
         signature = tf.compat.v1.saved_model.loader.load(session, ["serve"], args.saved_model).signature_def

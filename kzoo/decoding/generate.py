@@ -3,6 +3,7 @@
 import tensorflow as tf
 
 from kzoo.decoding.length_limit import force_end, row_limits
+from kzoo.decoding.loop_shapes import loop_shapes
 from kzoo.decoding.samplers import greedy
 from kzoo.text import END, PAD, START
 
@@ -41,23 +42,25 @@ def generate(model, encoder_token_ids, max_length, pick=None, return_steps=False
     batch = tf.shape(encoder_token_ids)[0]
     limits, max_length = row_limits(max_length, batch)
     u, encoder_padding_mask = model.encode(encoder_token_ids)
-    cache = model.initial_cache(u, max_length)
+    cache = model.initial_cache(u)
 
     def step(i, token, finished, cache, output):
         logits, cache = model.decode_step(token[:, None], i, cache, encoder_padding_mask)
         token = tf.where(finished, PAD, pick(force_end(logits[:, 0], i, limits), i))
         return i + 1, token, finished | tf.equal(token, END), cache, output.write(i, token)
 
+    loop_vars = (
+        tf.constant(0),
+        tf.fill([batch], START),
+        tf.zeros([batch], tf.bool),
+        cache,
+        tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[None]),
+    )
     steps, _, _, _, output = tf.while_loop(
         lambda i, token, finished, cache, output: (i < max_length) & ~tf.reduce_all(finished),
         step,
-        (
-            tf.constant(0),
-            tf.fill([batch], START),
-            tf.zeros([batch], tf.bool),
-            cache,
-            tf.TensorArray(tf.int32, size=0, dynamic_size=True, element_shape=[None]),
-        ),
+        loop_vars,
+        shape_invariants=loop_shapes(loop_vars, cache_position=3),
     )
     tokens = tf.transpose(output.stack())  # (batch, steps taken)
     tokens = tf.pad(tokens, [[0, 0], [0, max_length - tf.shape(tokens)[1]]])

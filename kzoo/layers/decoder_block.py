@@ -1,3 +1,5 @@
+import collections
+
 import keras
 from keras import ops
 
@@ -27,6 +29,28 @@ def write_positions(cache, index, new):
     columns = ops.tile(ops.arange(steps) + index, [batch * heads])
     updates = ops.reshape(new, (batch * heads * steps,) + tuple(new.shape[3:]))
     return ops.scatter_update(cache, ops.stack([rows, head_index, columns], axis=1), updates)
+
+
+class GrowingCache(collections.namedtuple("GrowingCache", ["keys", "values"])):
+    """A self-attention cache that holds exactly the positions decoded so far, each (batch, heads, length, size):
+    a step appends its new positions, so a step's work on the cache grows with the prefix, not with the longest
+    output allowed. A TensorFlow while loop carries it with its length dimension left open (`shape_invariants`).
+    `DecoderBlock.empty_cache` without `max_length` makes one; a plain (keys, values) tuple of `max_length`
+    positions keeps fixed shapes instead (written with `write_positions`), as an XLA- or jit-compiled step needs.
+
+    Example:
+    ```python
+    from kzoo.layers.decoder_block import GrowingCache
+
+    cache = GrowingCache(np.zeros((2, 1, 0, 4), "float32"), np.zeros((2, 1, 0, 4), "float32"))
+    cache = cache.extend(np.ones((2, 1, 1, 4), "float32"), np.ones((2, 1, 1, 4), "float32"))
+    assert tuple(cache.keys.shape) == (2, 1, 1, 4) and isinstance(cache, GrowingCache)
+    ```
+    """
+
+    def extend(self, keys, values):
+        """The cache with `keys` and `values` (batch, heads, t, size) appended as its next t positions."""
+        return GrowingCache(ops.concatenate([self.keys, keys], axis=2), ops.concatenate([self.values, values], axis=2))
 
 
 @keras.saving.register_keras_serializable(package="kzoo")
@@ -111,11 +135,16 @@ class DecoderBlock(TransformerBlock):
         x, self_weights, cross_weights = self._sublayers(x_prime, self_attention, cross_attention, training)
         return (x, self_weights, cross_weights) if return_attention_scores else x
 
-    def empty_cache(self, batch, max_length, dtype):
-        """Zeros for `decode_step`'s self-attention cache: (keys, values), each (batch, heads, max_length, size), the
-        sizes of the layer's own key and value projections (heads first, as `MultiHead.key_value` gives them)."""
-        return tuple(ops.zeros((batch, kernel.shape[1], max_length, kernel.shape[2]), dtype=dtype)
-                     for kernel in (self.self_attention.key_kernel, self.self_attention.value_kernel))
+    def empty_cache(self, batch, max_length=None, dtype="float32"):
+        """An empty self-attention cache for `decode_step`, keys and values each (batch, heads, length, size), the
+        sizes of the layer's own key and value projections (heads first, as `MultiHead.key_value` gives them).
+
+        Without `max_length`, a `GrowingCache` of no positions; with it, a (keys, values) tuple of `max_length` zero
+        positions that keeps its shape (for a compiled step)."""
+        kernels = (self.self_attention.key_kernel, self.self_attention.value_kernel)
+        shapes = [(batch, kernel.shape[1], max_length or 0, kernel.shape[2]) for kernel in kernels]
+        zeros = tuple(ops.zeros(shape, dtype=dtype) for shape in shapes)
+        return GrowingCache(*zeros) if max_length is None else zeros
 
     def decode_step(self, x_prime, index, cache, cross_key_value, encoder_padding_mask=None):
         """The block on the new decoder positions only, reading and extending a key/value cache.
@@ -123,31 +152,40 @@ class DecoderBlock(TransformerBlock):
         Args:
             x_prime: float tensor (batch, t, d): the vectors of decoder positions index .. index + t - 1.
             index: int scalar tensor: the position of `x_prime[:, 0]`.
-            cache: (keys, values) of this block's self-attention for every position so far, each
-                (batch, heads, max_length, head_dim); the new positions are written at `index`.
-            cross_key_value: (keys, values) of the encoder output, from `self.cross_attention.key_value(u)`,
-                computed once per sentence.
-            encoder_padding_mask: bool tensor (batch, m), optional.
+            cache: this block's self-attention keys and values for every position so far, from `empty_cache` or
+                the previous step: a `GrowingCache` (the new positions are appended) or a (keys, values) tuple of
+                max_length positions (the new positions are written at `index`).
+            cross_key_value: (keys, values) of the encoder output, each (sentences, heads, m, head_dim), from
+                `self.cross_attention.key_value(u)`, computed once per sentence. `x_prime` may hold several rows
+                per sentence (beam search's hypotheses, consecutive): then (batch / sentences) rows share one
+                sentence's keys and values, which attention reads without copying them per row.
+            encoder_padding_mask: bool tensor (sentences, m), optional.
 
         Returns:
             (output (batch, t, d), updated cache). Equal to `call` on the whole prefix, at the new positions.
         """
-        key_cache, value_cache = cache
         updated = []
 
         def cached_self_attention(y):
             key, value = self.self_attention.key_value(y)
-            updated.extend([write_positions(key_cache, index, key), write_positions(value_cache, index, value)])
-            mask = causal_mask(ops.shape(y)[1], ops.shape(updated[0])[2], query_offset=index)[None]
-            return self.self_attention.attend(y, *updated, mask)
+            if isinstance(cache, GrowingCache):
+                updated.append(cache.extend(key, value))
+            else:
+                updated.append(tuple(write_positions(c, index, new) for c, new in zip(cache, (key, value))))
+            mask = causal_mask(ops.shape(y)[1], ops.shape(updated[0][0])[2], query_offset=index)[None]
+            return self.self_attention.attend(y, *updated[0], mask)
 
         cross_mask = None if encoder_padding_mask is None else ops.expand_dims(encoder_padding_mask, 1)
 
         def cached_cross_attention(y):
-            return self.cross_attention.attend(y, *cross_key_value, cross_mask)
+            # The rows of one sentence become more queries of that sentence: (sentences, rows_each · t, d).
+            batch, steps = ops.shape(y)[0], ops.shape(y)[1]
+            grouped = ops.reshape(y, (ops.shape(cross_key_value[0])[0], -1, y.shape[-1]))
+            output, weights = self.cross_attention.attend(grouped, *cross_key_value, cross_mask)
+            return ops.reshape(output, (batch, steps, output.shape[-1])), weights
 
         x, _, _ = self._sublayers(x_prime, cached_self_attention, cached_cross_attention)
-        return x, tuple(updated)
+        return x, updated[0]
 
     def _sublayers(self, x, self_attention, cross_attention, training=None):
         """The block's three sub-layers in order, each with its residual connection and layer norm; written once

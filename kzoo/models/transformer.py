@@ -209,9 +209,13 @@ class Transformer(keras.Model):
         u, encoder_padding_mask = self.encode(encoder_token_ids)
         return self.decode(decoder_token_ids, u, encoder_padding_mask, return_attention_scores=True)[1]
 
-    def initial_cache(self, u, max_length):
-        """The decoding state for `decode_step`: empty self-attention caches of `max_length` positions, and the
-        encoder keys and values of every decoder block, computed once from U."""
+    def initial_cache(self, u, max_length=None):
+        """The decoding state for `decode_step`: every decoder block's empty self-attention cache, and its encoder
+        keys and values, computed once from U (batch, m, d).
+
+        Without `max_length` the self-attention caches start with no positions and grow by one per step (a
+        `GrowingCache`; a TensorFlow while loop carries them with an open length); with it they hold `max_length`
+        positions from the start and keep their shapes, as a jit- or XLA-compiled step needs."""
         batch = ops.shape(u)[0]
 
         return {
@@ -225,8 +229,10 @@ class Transformer(keras.Model):
         Args:
             decoder_token_ids: int tensor (batch, t), usually t = 1: the newest tokens.
             index: int scalar tensor: the position of `decoder_token_ids[:, 0]`.
-            cache: the state from `initial_cache` or the previous step.
-            encoder_padding_mask: bool tensor (batch, m), from `encode`.
+            cache: the state from `initial_cache` or the previous step. Its self-attention caches have a row per
+                row of `decoder_token_ids`; its encoder keys and values may have one per sentence, shared by that
+                sentence's consecutive rows (beam search's hypotheses).
+            encoder_padding_mask: bool tensor (sentences, m), from `encode`.
 
         Returns:
             (float32 logits (batch, t, vocabulary), the updated cache). The logits equal those of `decode` on the

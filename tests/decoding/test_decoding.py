@@ -22,24 +22,40 @@ def model():
 SOURCE = np.array([[5, 6, 7, 8, 2, 0, 0], [9, 10, 11, 12, 13, 14, 2], [15, 2, 0, 0, 0, 0, 0]], dtype="int32")
 
 
+@pytest.mark.parametrize("max_length", [None, 8], ids=["growing", "fixed"])
 @pytest.mark.parametrize("options", [{}, {"normalize_first": True, "position_encoding": "learned"}])
-def test_cached_decode_step_equals_the_full_decoder(options):
+def test_cached_decode_step_equals_the_full_decoder(options, max_length):
     keras.utils.set_random_seed(3)
     model = Transformer(40, 30, 2, 2, 16, 2, 32, max_sequence_length=16, **options)
     decoder_ids = np.array([[1, 20, 21, 22, 23], [1, 22, 23, 24, 25], [1, 3, 4, 0, 0]], dtype="int32")
     full = model({"encoder_token_ids": SOURCE, "decoder_token_ids": decoder_ids}).numpy()
     u, mask = model.encode(SOURCE)
-    cache = model.initial_cache(u, 8)
+    cache = model.initial_cache(u, max_length)
     one_at_a_time = []
     for i in range(5):
         logits, cache = model.decode_step(decoder_ids[:, i : i + 1], i, cache, mask)
         one_at_a_time.append(logits.numpy())
     np.testing.assert_allclose(np.concatenate(one_at_a_time, axis=1)[:2], full[:2], atol=1e-5)
     np.testing.assert_allclose(np.concatenate(one_at_a_time, axis=1)[2, :3], full[2, :3], atol=1e-5)
-    cache = model.initial_cache(u, 8)
+    cache = model.initial_cache(u, max_length)
     first, cache = model.decode_step(decoder_ids[:, :3], 0, cache, mask)
-    rest, _ = model.decode_step(decoder_ids[:, 3:], 3, cache, mask)
+    rest, cache = model.decode_step(decoder_ids[:, 3:], 3, cache, mask)
     np.testing.assert_allclose(np.concatenate([first, rest], axis=1)[:2], full[:2], atol=1e-5)
+    assert cache["self"][0][0].shape[2] == (max_length or 5)  # a growing cache holds just the 5 positions
+
+
+def test_rows_of_one_sentence_share_its_encoder_keys_and_values():
+    keras.utils.set_random_seed(4)
+    model = Transformer(40, 30, 2, 2, 16, 2, 32, max_sequence_length=16)
+    decoder_ids = np.array([[1, 20, 21], [1, 22, 23], [1, 3, 4], [1, 5, 6], [1, 7, 8], [1, 9, 10]], "int32")
+    u, mask = model.encode(SOURCE)
+    shared, per_row = model.initial_cache(u), model.initial_cache(np.repeat(u, 2, axis=0))
+    shared["self"] = per_row["self"]  # two rows per sentence, as beam search's hypotheses
+    for i in range(3):
+        logits, shared = model.decode_step(decoder_ids[:, i : i + 1], i, shared, mask)
+        expected, per_row = model.decode_step(decoder_ids[:, i : i + 1], i, per_row, np.repeat(mask, 2, axis=0))
+        np.testing.assert_allclose(logits.numpy(), expected.numpy(), atol=1e-5)
+    assert shared["cross"][0][0].shape[0] == 3 and per_row["cross"][0][0].shape[0] == 6
 
 
 class WideValues(DecoderBlock):
@@ -68,7 +84,10 @@ def test_greedy_with_cache_gives_exactly_the_uncached_tokens(model):
 
 
 class ScriptedModel:
-    """Stands in for a Transformer: at step i, row r puts all probability on SCRIPT[r, i]."""
+    """Stands in for a Transformer: at step i, row r puts all probability on SCRIPT[r, i].
+
+    Each row's script travels in its self-attention cache, (rows, 1, 1, steps), so it follows the row wherever the
+    search moves or drops it."""
 
     SCRIPT = tf.constant([[7, 8, END, 9, 9, 9], [7, END, 9, 9, 9, 9], [5, 6, 7, 8, 9, 5]])
     target_vocabulary_size = 12
@@ -76,12 +95,11 @@ class ScriptedModel:
     def encode(self, ids):
         return tf.zeros([tf.shape(ids)[0], 1, 4]), tf.ones([tf.shape(ids)[0], 1], tf.bool)
 
-    def initial_cache(self, u, max_length):
-        return {"self": [], "cross": []}
+    def initial_cache(self, u, max_length=None):
+        return {"self": [tf.cast(self.SCRIPT, tf.float32)[:, None, None, :]], "cross": []}
 
     def decode_step(self, token_ids, index, cache, mask):
-        rows = tf.shape(token_ids)[0]
-        script = tf.repeat(self.SCRIPT, rows // 3, axis=0)
+        script = tf.cast(cache["self"][0][:, 0, 0, :], tf.int32)
         return 10.0 * tf.one_hot(script[:, index], self.target_vocabulary_size)[:, None], cache
 
 
@@ -104,6 +122,18 @@ def test_beam_search_ends_each_sentence_at_its_own_limit():
     # What Translator does: each sentence gets the limit of its own source length, the batch runs to the largest.
     tokens = beam_search(ScriptedModel(), np.ones((3, 2), "int32"), np.array([6, 6, 3]), beam_size=3).numpy()
     np.testing.assert_array_equal(tokens, [[7, 8, END, 0, 0, 0], [7, END, 0, 0, 0, 0], [5, 6, END, 0, 0, 0]])
+
+
+def test_a_settled_sentence_leaves_the_batch_with_the_result_it_has_alone(model):
+    # Sentences stop at different steps (their limits differ); each one's result must not depend on the others.
+    limits = np.array([9, 4, 6], "int32")
+    together, steps = tf.function(lambda ids, limits: beam_search(model, ids, limits, beam_size=3,
+                                                                  return_steps=True))(SOURCE, limits)
+    for row, limit in enumerate(limits):
+        alone = beam_search(model, SOURCE[row : row + 1], limits[row : row + 1], beam_size=3).numpy()[0]
+        np.testing.assert_array_equal(together.numpy()[row, :limit], alone)
+        assert not together.numpy()[row, limit:].any()
+    assert int(steps) <= 9
 
 
 def test_beam_of_one_without_penalty_is_greedy(model):
