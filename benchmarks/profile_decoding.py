@@ -12,7 +12,7 @@ one's sentences/s per round and their median, the median ratio, CPU time over wa
 equal the other's, and how many cores other processes kept busy meanwhile (/proc/stat).
 
 Usage:
-    .venv/bin/python benchmarks/profile_decoding.py saved_models/transformer_multi30k_en_de/3 --sentences 64
+    .venv/bin/python benchmarks/profile_decoding.py saved_models/transformer_multi30k_en_de/4 --sentences 64
     .venv/bin/python benchmarks/profile_decoding.py PATH --no-trace   # only the untraced run (for timing a process)
     .venv/bin/python benchmarks/profile_decoding.py NEW --versus saved_models/transformer_multi30k_en_de/3 \
         --split test_2016_flickr --rounds 3

@@ -1,6 +1,6 @@
 """Load a SavedModel the way TF Serving does and answer Predict requests, with no TensorFlow Python.
 
-    python kzoo/serving/c_api_loader.py saved_models/transformer_multi30k_en_de/3
+    python kzoo/serving/c_api_loader.py saved_models/transformer_multi30k_en_de/4
 
 TF Serving loads a model with the C++ `tensorflow::LoadSavedModel` (tag "serve") and answers Predict with
 `Session::Run` on the tensor names of the requested SignatureDef. The TensorFlow wheel exports that loader through
