@@ -25,7 +25,7 @@ READER_BUDGETS = {
     "translation_en_de.ipynb": {"KZOO_RECIPE_MINUTES": "10", "KZOO_RECIPE_WARMUP_STEPS": "400",
                                 "KZOO_RECIPE_STEPS_PER_EPOCH": "100", "KZOO_RECIPE_EVAL_SENTENCES": "200"},
     "bert_pretraining.ipynb": {"KZOO_RECIPE_MINUTES": "4", "KZOO_RECIPE_TRAIN_STEPS": "600",
-                               "KZOO_RECIPE_STEPS_PER_EPOCH": "100", "KZOO_RECIPE_VALIDATION_BATCHES": "5"},
+                               "KZOO_RECIPE_STEPS_PER_EPOCH": "25", "KZOO_RECIPE_VALIDATION_BATCHES": "5"},
     "bert_finetuning.ipynb": {"KZOO_RECIPE_SST2_STEPS": "200", "KZOO_RECIPE_MRPC_STEPS": "100",
                               "KZOO_RECIPE_BACKBONE": "runs/notebooks/bert_pretraining/backbone.keras"},
     "pretrained_bert.ipynb": {"KZOO_RECIPE_SST2_STEPS": "120", "KZOO_RECIPE_MRPC_STEPS": "60",

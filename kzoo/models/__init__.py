@@ -1,5 +1,6 @@
 """Functional models built only from kzoo.layers."""
 
+from kzoo.models.attention_map import attention_map
 from kzoo.models.bert import Bert
 from kzoo.models.bert_classifier import BertClassifier
 from kzoo.models.bert_presets import bert_base, bert_large, bert_medium, bert_mini, bert_small, bert_tiny

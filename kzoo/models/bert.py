@@ -110,9 +110,7 @@ class Bert(keras.Model):
         token_ids = keras.Input(shape=(None,), dtype="int32", name="token_ids")
         segment_ids = keras.Input(shape=(None,), dtype="int32", name="segment_ids")
         padding_mask = keras.Input(shape=(None,), dtype="int32", name="padding_mask")
-        x = self.token_embedding(token_ids) + self.segment_embedding(segment_ids)
-        x = x + self.position_embedding(x)
-        x = self.embeddings_dropout(self.embeddings_norm(x))
+        x = self._embed(token_ids, segment_ids)
         mask = ops.cast(padding_mask, "bool")
         for block in self.encoder_blocks:
             x = block(x, padding_mask=mask)
@@ -136,6 +134,42 @@ class Bert(keras.Model):
         self.activation = activation
         self.layer_norm_epsilon = layer_norm_epsilon
         self.initializer_range = initializer_range
+
+    def _embed(self, token_ids, segment_ids):
+        """Token + segment + position embeddings, normalized and dropped out: the first block's input."""
+        x = self.token_embedding(token_ids) + self.segment_embedding(segment_ids)
+        x = x + self.position_embedding(x)
+        return self.embeddings_dropout(self.embeddings_norm(x))
+
+    def attention_weights(self, inputs):
+        """The self-attention weights of every encoder block for `inputs` (the model's own three inputs), at
+        inference (no dropout): a list of `num_layers` float32 tensors (batch, heads, seq, seq), first block first.
+
+        Row i of a head holds position i's weights over the positions j it attends to: they sum to 1 over the real
+        tokens and are 0 at padding. They are the weights the model's own forward pass uses (the blocks are called
+        as in `call`, asking each for its weights); `kzoo.models.attention_map` gives them for a text.
+
+        Example:
+        ```python
+        model = kzoo.models.Bert(vocabulary_size=100, num_layers=2, hidden_dim=16, num_heads=2)
+        inputs = {"token_ids": np.array([[2, 7, 9, 3, 0]]), "segment_ids": np.zeros((1, 5), "int32"),
+                  "padding_mask": np.array([[1, 1, 1, 1, 0]])}
+        weights = model.attention_weights(inputs)  # 2 tensors of shape (1, 2, 5, 5)
+        np.testing.assert_allclose(np.asarray(weights[-1]).sum(-1), 1.0, atol=1e-6)  # every row sums to 1
+        assert np.all(np.asarray(weights[-1])[..., 4] == 0.0)  # nobody attends to the padding
+        ```
+        """
+        missing = sorted({"token_ids", "segment_ids", "padding_mask"} - set(inputs))
+        if missing:
+            raise ValueError(f"attention_weights needs the inputs token_ids, segment_ids and padding_mask; "
+                             f"{', '.join(missing)} missing from {sorted(inputs)}.")
+        x = self._embed(inputs["token_ids"], inputs["segment_ids"])
+        mask = ops.cast(inputs["padding_mask"], "bool")
+        weights = []
+        for block in self.encoder_blocks:
+            x, block_weights = block(x, padding_mask=mask, return_attention_scores=True)
+            weights.append(ops.cast(block_weights, "float32"))
+        return weights
 
     def get_config(self):
         return {

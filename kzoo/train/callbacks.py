@@ -105,3 +105,79 @@ def average_weights(model, weight_files):
 
 def _is_float(value):
     return value.dtype.kind == "f"
+
+
+class StepLoss(keras.callbacks.Callback):
+    """Record the training loss every `every` optimizer steps into the CSV file `path` (columns step, epoch, loss),
+    one line as each is taken, so a killed run keeps what it recorded: the per-step curve that `history.csv`'s one
+    line per epoch cannot show.
+
+    Keras reports, after each batch, the mean loss of the epoch so far (weighted by batch size). `loss` here is the
+    mean over the epoch's steps since its previous line (with `every=1`, the step's own loss), recovered from two
+    successive epoch means; it is exact when the epoch's batches are of one size, as the recipes' are (a smaller last
+    batch makes its line slightly off). `step` is the optimizer's step count, so a resumed run (`append=True`) goes on
+    where it left off. `steps` and `losses` hold what this callback recorded; `StepLoss.read(path)` reads a
+    file back, e.g. a run folder's `steps.csv`.
+
+    Args:
+        path: str or path. The CSV file, created (or appended to) when training begins.
+        every: int. Steps between lines. Defaults to 1.
+        append: bool. Add to an existing file instead of starting a new one. Defaults to False.
+
+    Example:
+    ```python
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1, kernel_initializer="zeros")])
+    model.compile(keras.optimizers.SGD(0.1), "mse")
+    record = kzoo.train.StepLoss("steps.csv")
+    model.fit(np.ones((8, 1)), np.ones((8, 1)), batch_size=4, epochs=2, verbose=0, callbacks=[record])
+    record.steps  # [1, 2, 3, 4]
+    record.losses[0]  # 1.0: the first step's own loss, (1 - 0)²
+    kzoo.train.StepLoss.read("steps.csv")[0]  # [1, 2, 3, 4]: the steps, then their losses
+    ```
+    """
+
+    def __init__(self, path, every=1, append=False):
+        super().__init__()
+        if int(every) < 1:
+            raise ValueError(f"every={every} must be a whole number of steps, at least 1.")
+        self.path = str(path)
+        self.every = int(every)
+        self.append = append
+        self.steps, self.losses = [], []
+
+    @staticmethod
+    def read(path):
+        """The steps and losses a `StepLoss` wrote to `path`: two lists, (int steps, float losses)."""
+        import csv
+
+        with open(path, newline="") as file:
+            rows = list(csv.DictReader(file))
+        return [int(row["step"]) for row in rows], [float(row["loss"]) for row in rows]
+
+    def on_train_begin(self, logs=None):
+        import os
+
+        fresh = not (self.append and os.path.exists(self.path) and os.path.getsize(self.path))
+        self._file = open(self.path, "a" if self.append else "w")
+        if fresh:
+            self._file.write("step,epoch,loss\n")
+            self._file.flush()
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
+        self._seen, self._total = 0, 0.0  # batches of this epoch so far, and their summed loss as of the last line
+
+    def on_train_batch_end(self, batch, logs=None):
+        step = int(self.model.optimizer.iterations)
+        if step % self.every or logs is None or "loss" not in logs:
+            return
+        seen, total = batch + 1, float(logs["loss"]) * (batch + 1)  # epoch mean × batches = sum of batch losses
+        loss = (total - self._total) / (seen - self._seen)
+        self._seen, self._total = seen, total
+        self.steps.append(step)
+        self.losses.append(loss)
+        self._file.write(f"{step},{self.epoch + 1},{loss:.6g}\n")
+        self._file.flush()
+
+    def on_train_end(self, logs=None):
+        self._file.close()

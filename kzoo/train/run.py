@@ -5,7 +5,8 @@ A run folder holds:
 - `run.json`: the recipe, the configuration, kzoo's version, the start and end times, and the status: "running",
   "failed" (with the error) or "finished". Only a "finished" folder is whole; `python -m kzoo.export` refuses others.
 - `config.json`: the configuration, as the recipe's dataclass writes it.
-- while training: `checkpoints/` (one weights file per epoch), `logs/` (TensorBoard), `history.csv`, `backup/`.
+- while training: `checkpoints/` (one weights file per epoch), `logs/` (TensorBoard), `history.csv` (a line per
+  epoch), `steps.csv` (the loss at every step), `backup/`.
 - the artifacts (model.keras, tokenizer.model, ...) and `scores.json`, written under a temporary name and renamed
   into place, and only once training succeeded; scores.json and the "finished" status come last.
 
@@ -221,13 +222,13 @@ class Run:
 
     def callbacks(self, minutes=None, total_steps=None, checkpoints=True, early_stopping=None):
         """The callbacks every recipe trains with: a weights checkpoint per epoch (`checkpoints/`), TensorBoard logs
-        (`logs/`), the CSV history (`history.csv`, continued on resume), a per-worker backup that a killed run
-        resumes from (`backup/`), a stop at the first NaN loss, and, when given, a time budget in minutes, a stop
-        after exactly `total_steps` optimizer steps, and early stopping (a dict of `keras.callbacks.EarlyStopping`
-        arguments)."""
+        (`logs/`), the CSV history (`history.csv`) and the loss at every step (`steps.csv`), both continued on
+        resume, a per-worker backup that a killed run resumes from (`backup/`), a stop at the first NaN loss, and,
+        when given, a time budget in minutes, a stop after exactly `total_steps` optimizer steps, and early stopping
+        (a dict of `keras.callbacks.EarlyStopping` arguments)."""
         import keras
 
-        from kzoo.train.callbacks import StopAtStep, TimeBudget
+        from kzoo.train.callbacks import StepLoss, StopAtStep, TimeBudget
         from kzoo.train.fault_tolerance import StopOnNaN, WorkerBackupAndRestore
 
         callbacks = []
@@ -236,7 +237,8 @@ class Run:
             (self.path / "checkpoints").mkdir(exist_ok=True)
             callbacks.append(keras.callbacks.ModelCheckpoint(pattern, save_weights_only=True))
         callbacks += [keras.callbacks.TensorBoard(str(self.path / "logs")),
-                      keras.callbacks.CSVLogger(str(self.path / "history.csv"), append=self.resumed)]
+                      keras.callbacks.CSVLogger(str(self.path / "history.csv"), append=self.resumed),
+                      StepLoss(self.path / "steps.csv", append=self.resumed)]
         if early_stopping:
             callbacks.append(keras.callbacks.EarlyStopping(**early_stopping))
         if minutes:
