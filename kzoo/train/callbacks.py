@@ -112,10 +112,12 @@ class StepLoss(keras.callbacks.Callback):
     one line as each is taken, so a killed run keeps what it recorded: the per-step curve that `history.csv`'s one
     line per epoch cannot show.
 
-    Keras reports, after each batch, the mean loss of the epoch so far (weighted by batch size). `loss` here is the
-    mean over the epoch's steps since its previous line (with `every=1`, the step's own loss), recovered from two
-    successive epoch means; it is exact when the epoch's batches are of one size, as the recipes' are (a smaller last
-    batch makes its line slightly off). `step` is the optimizer's step count, so a resumed run (`append=True`) goes on
+    Keras reports, after each batch, the mean loss of the epoch so far, weighted by batch size. `loss` here is the
+    mean over the steps since the previous line (with `every=1`, the step's own loss), weighted the same way: the
+    change in the model's loss tracker (its weighted sum and its count of examples) between the two lines, so it is
+    exact whatever the batch sizes (the translation recipe's length-bucketed batches hold different numbers of
+    sentences). A model without Keras's loss tracker falls back to two successive epoch means, which is exact only
+    when the batches are of one size. `step` is the optimizer's step count, so a resumed run (`append=True`) goes on
     where it left off. `steps` and `losses` hold what this callback recorded; `StepLoss.read(path)` reads a
     file back, e.g. a run folder's `steps.csv`.
 
@@ -165,13 +167,22 @@ class StepLoss(keras.callbacks.Callback):
 
     def on_epoch_begin(self, epoch, logs=None):
         self.epoch = epoch
-        self._seen, self._total = 0, 0.0  # batches of this epoch so far, and their summed loss as of the last line
+        self._seen, self._total = 0.0, 0.0  # examples (or batches) this epoch and their summed loss, at the last line
+
+    def _epoch_sums(self, batch, logs):
+        """(examples so far this epoch, their summed loss): Keras's loss tracker, reset at every epoch's start, or,
+        without one, (batches, epoch mean × batches)."""
+        tracker = getattr(self.model, "_loss_tracker", None)
+        if tracker is not None and hasattr(tracker, "total") and hasattr(tracker, "count"):
+            return (float(keras.ops.convert_to_numpy(tracker.count)),
+                    float(keras.ops.convert_to_numpy(tracker.total)))
+        return batch + 1.0, float(logs["loss"]) * (batch + 1)
 
     def on_train_batch_end(self, batch, logs=None):
         step = int(self.model.optimizer.iterations)
         if step % self.every or logs is None or "loss" not in logs:
             return
-        seen, total = batch + 1, float(logs["loss"]) * (batch + 1)  # epoch mean × batches = sum of batch losses
+        seen, total = self._epoch_sums(batch, logs)
         loss = (total - self._total) / (seen - self._seen)
         self._seen, self._total = seen, total
         self.steps.append(step)

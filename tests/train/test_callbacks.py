@@ -38,6 +38,17 @@ def test_every_step_s_own_loss_not_the_epoch_s_running_mean(tmp_path):
     np.testing.assert_allclose(losses, record.losses, rtol=1e-5)
 
 
+def test_batches_of_different_sizes_give_each_step_its_own_loss(tmp_path):
+    # 10 examples in batches of 4, 4 and 2 (targets 1, 2, 3: batch losses 1, 4, 9); Keras's running mean weights
+    # each batch by its size, so two successive means alone would not recover the last step's 9.
+    x, y = np.zeros((10, 1), "float32"), np.array([1] * 4 + [2] * 4 + [3] * 2, "float32")[:, None]
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1, kernel_initializer="zeros")])
+    model.compile(keras.optimizers.SGD(0.0), "mse")
+    record = StepLoss(tmp_path / "steps.csv")
+    model.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0, callbacks=[record])
+    np.testing.assert_allclose(record.losses, [1, 4, 9, 1, 4, 9], rtol=1e-6)
+
+
 def test_every_n_steps_is_the_mean_of_those_steps(tmp_path):
     record = StepLoss(tmp_path / "steps.csv", every=2)
     fit(record)
