@@ -42,6 +42,7 @@ bench: $(STAMP)
 	$(PY) benchmarks/bench_bert.py --output benchmarks/RESULTS.md
 	$(PY) benchmarks/bench_serving.py --output benchmarks/RESULTS.md
 	$(PY) benchmarks/bench_translation_serving.py --output benchmarks/RESULTS.md
+	$(PY) benchmarks/ctranslate2_alone.py --output benchmarks/RESULTS.md
 
 # Executes every recipe notebook with a few minutes' budget and writes it back with its outputs (runs/notebooks/).
 notebooks: $(STAMP)
