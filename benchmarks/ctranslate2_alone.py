@@ -53,11 +53,12 @@ def main():
     parser.add_argument("--output", help="RESULTS.md to write the section into")
     parser.add_argument("--rounds", type=int, default=3, help="passes over test_2016_flickr (default 3)")
     parser.add_argument("--singles", type=int, default=60, help="batch-1 sentences (default 60)")
+    parser.add_argument("--sentences", type=int, help="only the first N test_2016_flickr sentences (a smoke run)")
     args = parser.parse_args()
     model = shipped_model("transformer_multi30k_en_de")
     translator = Translator.load(model)
     version = max((p for p in model.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)).name
-    english = multi30k("test_2016_flickr")[0]
+    english = multi30k("test_2016_flickr")[0][: args.sentences]
     before = os.getloadavg()
     rows = []
     with tempfile.TemporaryDirectory() as folder:

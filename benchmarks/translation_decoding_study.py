@@ -26,10 +26,11 @@ GRID = [(1, 0.0), (4, 0.6), (4, 0.8), (4, 1.0), (5, 0.6), (5, 0.8), (5, 1.0), (6
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", help="RESULTS.md to write the section into")
+    parser.add_argument("--sentences", type=int, help="only the first N val sentences (a smoke run)")
     args = parser.parse_args()
     model = shipped_model("transformer_multi30k_en_de")
     version = max((p for p in model.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)).name
-    english, german = multi30k("val")
+    english, german = (side[: args.sentences] for side in multi30k("val"))
     before = os.getloadavg()
     rows = []
     for beam_size, alpha in GRID:
