@@ -33,13 +33,14 @@ import tempfile
 import time
 
 import tensorflow as tf
-from results_file import environment, replace_section
+from results_file import environment, machine_load, replace_section
 from timing import OtherLoad
 
 from kzoo.data import multi30k, shipped_model
 from kzoo.export import export_ctranslate2, export_translator
 from kzoo.export.ctranslate2_export import translate_ctranslate2
 from kzoo.serving import ContractLoader
+from kzoo.serving.model_config import saved_model_versions
 from kzoo.train.quality import translation_scores
 from kzoo.translator import Translator
 
@@ -126,7 +127,7 @@ def main(argv=None):
     order = sorted(range(len(english)), key=lambda i: len(english[i]))
     batches = [order[i : i + batch] for i in range(0, len(order), batch)]
     singles = [english[i] for i in range(0, len(english), max(1, len(english) // args.singles))][: args.singles]
-    versions = sorted((p for p in shipped_model(MODEL).iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
+    versions = saved_model_versions(shipped_model(MODEL))
     translator = Translator.load(versions[-1])
 
     with tempfile.TemporaryDirectory() as folder:
@@ -192,8 +193,7 @@ def main(argv=None):
         "",
         *table,
         "",
-        f"Machine load (1, 5, 15-minute averages): {', '.join(f'{x:.2f}' for x in load_before)} before, "
-        f"{', '.join(f'{x:.2f}' for x in load_after)} after; other processes kept {other_cores:.2f} of the "
+        f"{machine_load(load_before, load_after)}; other processes kept {other_cores:.2f} of the "
         f"{os.cpu_count()} cores busy on average during the run. The machine is shared: CTranslate2's OpenMP threads "
         "slow down most when another process competes for the cores, so compare the rows of one run, and rerun on "
         "a quiet machine for absolute figures.",

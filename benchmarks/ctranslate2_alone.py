@@ -19,11 +19,12 @@ import tempfile
 import time
 
 import ctranslate2
-from results_file import environment, replace_section
+from results_file import environment, machine_load, replace_section
 
 from kzoo.data import multi30k, shipped_model
 from kzoo.export import export_ctranslate2
 from kzoo.export.ctranslate2_export import ctranslate2_ids
+from kzoo.serving.model_config import saved_model_versions
 from kzoo.translator import Translator
 
 SECTION = "translation-serving-ctranslate2-alone"
@@ -57,7 +58,7 @@ def main():
     args = parser.parse_args()
     model = shipped_model("transformer_multi30k_en_de")
     translator = Translator.load(model)
-    version = max((p for p in model.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)).name
+    version = saved_model_versions(model)[-1].name
     english = multi30k("test_2016_flickr")[0][: args.sentences]
     before = os.getloadavg()
     rows = []
@@ -85,8 +86,7 @@ def main():
         "| --- | --- | --- | --- |",
         *rows,
         "",
-        "Machine load (1, 5, 15-minute averages): " + ", ".join(f"{v:.2f}" for v in before) + " before, "
-        + ", ".join(f"{v:.2f}" for v in after) + " after.",
+        machine_load(before, after) + ".",
     ])
     print(text)
     if args.output:

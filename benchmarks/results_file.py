@@ -30,6 +30,13 @@ def replace_section(path, name, text):
     os.replace(temporary, path)
 
 
+def machine_load(before, after):
+    """The sentence that records the machine's load beside a benchmark's figures (no final stop), from two
+    `os.getloadavg()` readings: "Machine load (1, 5, 15-minute averages): 0.72, 1.85, 3.59 before, ... after"."""
+    return (f"Machine load (1, 5, 15-minute averages): {', '.join(f'{x:.2f}' for x in before)} before, "
+            f"{', '.join(f'{x:.2f}' for x in after)} after")
+
+
 def environment():
     """Date, command, CPU and library versions, for the header of a benchmark's section."""
     import keras

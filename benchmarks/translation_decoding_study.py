@@ -13,9 +13,10 @@ Usage:
 import argparse
 import os
 
-from results_file import environment, replace_section
+from results_file import environment, machine_load, replace_section
 
 from kzoo.data import multi30k, shipped_model
+from kzoo.serving.model_config import saved_model_versions
 from kzoo.train.translation_recipe import score
 from kzoo.translator import Translator
 
@@ -29,7 +30,7 @@ def main():
     parser.add_argument("--sentences", type=int, help="only the first N val sentences (a smoke run)")
     args = parser.parse_args()
     model = shipped_model("transformer_multi30k_en_de")
-    version = max((p for p in model.iterdir() if p.name.isdigit()), key=lambda p: int(p.name)).name
+    version = saved_model_versions(model)[-1].name
     english, german = (side[: args.sentences] for side in multi30k("val"))
     before = os.getloadavg()
     rows = []
@@ -54,8 +55,7 @@ def main():
         "| --- | --- | --- | --- |",
         *rows,
         "",
-        "Machine load (1, 5, 15-minute averages): " + ", ".join(f"{v:.2f}" for v in before) + " before, "
-        + ", ".join(f"{v:.2f}" for v in after) + " after.",
+        machine_load(before, after) + ".",
     ])
     print(text)
     if args.output:
