@@ -310,9 +310,12 @@ def _kzoo_version():
     return __version__
 
 
-def recipe_parser(module, config_class, description):
+def recipe_parser(module, config_class, description, presets=None):
     """The argument parser of a recipe: `--output`, `--resume`, `--replace`, `--verbose`, and a flag for every
     configuration field (help, default and choices from its `setting`). Its usage line shows `python -m module`.
+
+    `presets` ({name: {field: value}}, optional) adds `--preset NAME`: the named configuration's values become the
+    defaults, and any flag given beside it still wins (`run_recipe` applies it).
 
     Example:
     ```python
@@ -332,8 +335,34 @@ def recipe_parser(module, config_class, description):
                         help="start over in an --output that holds another run; it is deleted once this one finishes")
     parser.add_argument("--verbose", type=int, default=1, choices=(0, 1, 2),
                         help="Keras progress: 0 silent, 1 a bar, 2 a line per epoch")
+    if presets:
+        listed = "; ".join(f"{name}: " + ", ".join(f"{field}={value}" for field, value in values.items())
+                           for name, values in presets.items())
+        parser.add_argument("--preset", choices=tuple(presets),
+                            help=f"a named configuration of the recipe; other flags override its values ({listed})")
+        parser.set_defaults(_presets=presets)
     add_config_arguments(parser, config_class)
     return parser
+
+
+def parse_recipe_arguments(parser, argv=None):
+    """`parser.parse_args(argv)`, with a `--preset`'s values as the defaults of the flags not given.
+
+    Example:
+    ```python
+    from kzoo.train.run import parse_recipe_arguments, recipe_parser
+    from kzoo.train.translation_recipe import MODULE, PRESETS, TranslationConfig
+
+    parser = recipe_parser(MODULE, TranslationConfig, "Train a translator.", presets=PRESETS)
+    args = parse_recipe_arguments(parser, ["--output", "run", "--preset", "multi30k_hour", "--dropout", "0.25"])
+    args.dropout, args.minutes  # (0.25, 60.0): the flag wins over the preset, the preset over the default
+    ```
+    """
+    known, _ = parser.parse_known_args(argv)
+    presets = getattr(known, "_presets", None)
+    if presets and known.preset:
+        parser.set_defaults(**presets[known.preset])
+    return parser.parse_args(argv)
 
 
 def run_recipe(module, config_class, train, description, argv=None, parser=None):
@@ -366,7 +395,7 @@ def run_recipe(module, config_class, train, description, argv=None, parser=None)
 
     quiet_tensorflow()  # before anything imports TensorFlow
     parser = parser or recipe_parser(module, config_class, description)
-    args = parser.parse_args(argv)
+    args = parse_recipe_arguments(parser, argv)
     try:
         config = config_from_arguments(args, config_class)
     except ValueError as error:

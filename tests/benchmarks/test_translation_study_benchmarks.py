@@ -1,4 +1,5 @@
-"""benchmarks/translation_decoding_study.py and benchmarks/ctranslate2_alone.py run end to end on a few sentences."""
+"""benchmarks/translation_decoding_study.py, translation_training_study.py and ctranslate2_alone.py run end to end on
+a few sentences."""
 
 import os
 import subprocess
@@ -38,3 +39,26 @@ def test_ctranslate2_alone_times_float32_and_int8():
     assert [cells[0] for cells in timed[:2]] == ["CTranslate2 float32, alone", "CTranslate2 int8, alone"]
     for cells in timed[:2]:
         assert float(cells[1]) > 0 and float(cells[3]) > 0  # sentences/s, latency
+
+
+@pytest.mark.slow  # a tiny recipe run, then its study rows
+def test_the_training_study_scores_a_run_at_each_budget(tmp_path):
+    from kzoo.data import multi30k
+    from kzoo.train import translation_recipe
+    from kzoo.train.translation_recipe import TranslationConfig
+
+    config = TranslationConfig(vocabulary_size=400, encoder_layers=1, decoder_layers=1, hidden_dim=32, num_heads=2,
+                               intermediate_dim=64, max_tokens=512, max_length=32, epochs=3, steps_per_epoch=2,
+                               average_last=2, beam_size=2, dropout=0.2)
+    (english, german), val = multi30k("train"), multi30k("val")
+    translation_recipe.train(config, tmp_path / "tiny", (english[:300], german[:300]), (val[0][:8], val[1][:8]),
+                             test_pairs=(), verbose=0, methods=("greedy",))
+    rows = run("translation_training_study.py", str(tmp_path / "tiny"), "--budgets", "0.0001", "1000",
+               "--average", "2", "--sentences", "8")
+    cells = [[cell.strip() for cell in row.strip("|").split("|")] for row in rows if row.startswith("| tiny")]
+    assert [row[2] for row in cells] == ["0.0001", "1000"]
+    assert cells[0][3] == "no epoch ended inside it"
+    assert "dropout=0.2" in cells[1][1] and "hidden_dim=32" in cells[1][1]
+    assert cells[1][3].startswith("3 (") and cells[1][4] == "2"  # every epoch inside, the last two averaged
+    bleu = float(cells[1][5].split()[0])
+    assert 0 <= bleu <= 100

@@ -10,7 +10,7 @@ import pytest
 
 from kzoo.train.bert_finetuning_recipe import FinetuningConfig
 from kzoo.train.bert_pretraining_recipe import PretrainingConfig
-from kzoo.train.recipe_config import check_settings, setting
+from kzoo.train.recipe_config import check_settings, config_from_arguments, setting
 from kzoo.train.run import Run, finished_run, read_run
 from kzoo.train.translation_recipe import TranslationConfig
 
@@ -159,3 +159,29 @@ def test_a_bad_flag_value_fails_at_once_with_its_name(tmp_path):
     assert result.returncode == 2
     assert "steps_per_epoch=-5 is below its minimum 0" in result.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_a_preset_sets_the_defaults_and_a_given_flag_still_wins():
+    from kzoo.train.run import parse_recipe_arguments, recipe_parser
+    from kzoo.train.translation_recipe import MODULE, PRESETS
+
+    def parsed(*argv):
+        parser = recipe_parser(MODULE, TranslationConfig, "Train a translator.", presets=PRESETS)
+        return config_from_arguments(parse_recipe_arguments(parser, ["--output", "run", *argv]), TranslationConfig)
+
+    assert parsed() == TranslationConfig()
+    hour = parsed("--preset", "multi30k_hour")
+    assert hour == TranslationConfig.from_preset("multi30k_hour") == TranslationConfig(**PRESETS["multi30k_hour"])
+    assert (hour.dropout, hour.minutes, hour.beam_size, hour.length_penalty) == (0.3, 60.0, 5, 1.0)
+    assert hour.hidden_dim == TranslationConfig().hidden_dim  # what the preset does not list keeps its default
+    # A flag beside the preset wins, wherever it stands on the command line.
+    assert parsed("--dropout", "0.25", "--preset", "multi30k_hour").dropout == 0.25
+    assert parsed("--preset", "multi30k_hour", "--dropout", "0.25").minutes == 60.0
+    assert TranslationConfig.from_preset("multi30k_hour", seed=7).seed == 7
+    with pytest.raises(ValueError, match=r"no preset named 'multi30k_day'; the presets are \['multi30k_hour'\]"):
+        TranslationConfig.from_preset("multi30k_day")
+    with pytest.raises(SystemExit):
+        parsed("--preset", "multi30k_day")
+    parser = recipe_parser(MODULE, TranslationConfig, "Train a translator.", presets=PRESETS)
+    help_text = " ".join(parser.format_help().split())
+    assert "--preset {multi30k_hour}" in help_text and "multi30k_hour: dropout=0.3, minutes=60.0" in help_text

@@ -1,0 +1,115 @@
+"""The training rows of the translation study (issue 21): translation-recipe runs scored on Multi30k val only, each at
+a fixed shorter training budget and at its whole budget.
+
+Each RUN is a finished or unfinished folder of `python -m kzoo.train.translation_recipe` (its epoch checkpoints are
+kept). For every budget in `--budgets` (minutes of training, measured from the run's tokenizer file, written just
+before training starts, to each checkpoint's file time), the epochs that ended inside it are averaged (the last
+`--average` of them, as the recipe does) and the averaged model decodes the 1,014 val sentences with the run's own
+beam settings; each row gives cased sacreBLEU (lowercased beside it) and chrF. Only val is scored: test_2016_flickr
+is reported once, for the chosen model, by the recipe itself (issue 21's rule), so this script never reads it.
+
+The run folders are not committed (runs/ is ignored), so the file times must be those the training wrote: run this on
+the machine that trained them. A row's budget is wall time on that machine, so the runs must be made on a quiet one.
+
+Usage:
+    .venv/bin/python benchmarks/translation_training_study.py runs/study/* --budgets 30 60 \
+        --output benchmarks/RESULTS.md
+"""
+
+import argparse
+import dataclasses
+import json
+import os
+import pathlib
+
+from results_file import environment, machine_load, replace_section
+
+from kzoo.data import multi30k
+from kzoo.train.callbacks import average_weights
+from kzoo.train.translation_recipe import TranslationConfig, build_model, score
+
+SECTION = "translation-study-training"
+
+
+def changes(config):
+    """The fields of `config` that differ from the recipe's defaults, as `name=value, ...` (or "defaults")."""
+    defaults = TranslationConfig()
+    changed = [f"{field.name}={getattr(config, field.name)}" for field in dataclasses.fields(config)
+               if getattr(config, field.name) != getattr(defaults, field.name)]
+    return ", ".join(changed) or "defaults"
+
+
+def epoch_minutes(run):
+    """[(checkpoint path, minutes of training when it was written)] of a run folder, oldest first."""
+    start = (run / "tokenizer.model").stat().st_mtime
+    checkpoints = sorted((run / "checkpoints").glob("epoch_*.weights.h5"))
+    return [(path, (path.stat().st_mtime - start) / 60) for path in checkpoints]
+
+
+def study_rows(run, budgets, average, sentences=None):
+    """One table row per budget for the run folder `run`."""
+    from kzoo.text import SubwordTokenizer
+    from kzoo.translator import Translator
+
+    config = TranslationConfig(**json.loads((run / "config.json").read_text()))
+    tokenizer = SubwordTokenizer.load(run / "tokenizer.model")
+    model = build_model(config, tokenizer.vocabulary_size)
+    english, german = (side[:sentences] for side in multi30k("val"))
+    epochs = epoch_minutes(run)
+    rows = []
+    for budget in budgets:
+        inside = [(path, minutes) for path, minutes in epochs if minutes <= budget]
+        if not inside:
+            rows.append(f"| {run.name} | {changes(config)} | {budget:g} | no epoch ended inside it | | | |")
+            continue
+        chosen = inside[-average:]
+        average_weights(model, [str(path) for path, _ in chosen])
+        translator = Translator(model, tokenizer, method="beam", beam_size=config.beam_size,
+                                length_penalty=config.length_penalty, max_source_length=config.max_length)
+        scores, _ = score(translator, english, german)
+        rows.append(f"| {run.name} | {changes(config)} | {budget:g} | {len(inside)} ({inside[-1][1]:.1f} min) | "
+                    f"{len(chosen)} | {scores['bleu']:.2f} ({scores['bleu_lowercase']:.2f}) | {scores['chrf']:.2f} |")
+        print(rows[-1], flush=True)
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("runs", nargs="+", type=pathlib.Path, help="translation-recipe run folders")
+    parser.add_argument("--budgets", nargs="+", type=float, default=[30.0, 60.0],
+                        help="training budgets in minutes, each scored on the epochs that ended inside it")
+    parser.add_argument("--average", type=int, default=5, help="the last N epoch checkpoints inside a budget averaged")
+    parser.add_argument("--output", help="RESULTS.md to write the section into")
+    parser.add_argument("--sentences", type=int, help="only the first N val sentences (a smoke run)")
+    args = parser.parse_args()
+    for run in args.runs:
+        if not (run / "config.json").is_file() or not (run / "tokenizer.model").is_file():
+            parser.error(f"{run} is not a translation-recipe run folder (no config.json or tokenizer.model)")
+    before = os.getloadavg()
+    rows = [row for run in args.runs for row in study_rows(run, args.budgets, args.average, args.sentences)]
+    after = os.getloadavg()
+    text = "\n".join([
+        "## Translation study: training settings on val (issue 21)",
+        "",
+        f"{environment()}",
+        "",
+        "Runs of `python -m kzoo.train.translation_recipe` on the 2-core machine, each scored at a fixed shorter "
+        "budget and at its whole one: the epochs that ended inside the budget (minutes of training, from the run's "
+        f"file times), the last {args.average} averaged, decoding Multi30k val"
+        f"{f' (first {args.sentences} sentences)' if args.sentences else ''} with the run's beam settings; cased "
+        "sacreBLEU (lowercased in brackets) and chrF. Validation only: the test set is not read.",
+        "",
+        "| run | changed from the defaults | budget (min) | epochs inside | averaged | val BLEU (lowercased) | "
+        "val chrF |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+        *rows,
+        "",
+        machine_load(before, after) + " (while scoring; the training load is in each run's log).",
+    ])
+    print(text)
+    if args.output:
+        replace_section(args.output, SECTION, text)
+
+
+if __name__ == "__main__":
+    main()
