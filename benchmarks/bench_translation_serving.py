@@ -1,7 +1,7 @@
 """Translation serving, text in → text out: kzoo's exported translator against CTranslate2 on the same weights.
 
 The shipped translator (saved_models/transformer_multi30k_en_de, its newest version: 3+3 post-LN blocks, d_model
-256, 8,000 shared SentencePiece pieces, beam 4) served four ways, in one run:
+256, 8,000 shared SentencePiece pieces, with its own beam size and length penalty) served five ways, in one run:
 - kzoo SavedModel, TF Python: `tf.saved_model.load` and its `serving_default` (tokenizing, beam search and
   detokenizing in the graph), with 2 intra-op and 2 inter-op threads.
 - kzoo SavedModel quantized, TF Python: `kzoo.export.export_translator(..., quantization="int8",
@@ -10,8 +10,8 @@ The shipped translator (saved_models/transformer_multi30k_en_de, its newest vers
   process, TensorFlow's default threads: one per core) answering TF Serving REST bodies.
 - CTranslate2 float32 and int8: `kzoo.export.export_ctranslate2` of the same weights (int8 with
   `quantization="int8"`), run by `ctranslate2.Translator` with 2 intra-op threads, through
-  `kzoo.export.ctranslate2_export.translate_ctranslate2` (the kzoo tokenizer in Python, beam 4, CTranslate2's
-  length penalty 0.45, kzoo's output limits).
+  `kzoo.export.ctranslate2_export.translate_ctranslate2` (the kzoo tokenizer in Python, the translator's beam size,
+  CTranslate2's length penalty that matches its GNMT one, `ctranslate2_length_penalty`, kzoo's output limits).
 Throughput: test_2016_flickr sorted by length in batches of 64, the same batches for every contender, the contenders
 taking turns on every batch; sentences/s and target tokens/s (subword pieces of the output, end token counted) per
 round, medians over rounds. Latency: single sentences, the contenders taking turns on each; p50 and p95 over all
@@ -38,7 +38,7 @@ from timing import OtherLoad
 
 from kzoo.data import multi30k, shipped_model
 from kzoo.export import export_ctranslate2, export_translator
-from kzoo.export.ctranslate2_export import translate_ctranslate2
+from kzoo.export.ctranslate2_export import ctranslate2_length_penalty, translate_ctranslate2
 from kzoo.serving import ContractLoader
 from kzoo.serving.model_config import saved_model_versions
 from kzoo.train.quality import translation_scores
@@ -84,8 +84,9 @@ def contenders(version, translator, folder):
         return loader.rest({"instances": texts})["predictions"]
 
     def ct2(model):
-        return lambda texts: translate_ctranslate2(model, translator.tokenizer, texts, beam_size=4,
-                                                   max_batch_size=BATCH)
+        return lambda texts: translate_ctranslate2(model, translator.tokenizer, texts, beam_size=translator.beam_size,
+                                                   length_penalty=ctranslate2_length_penalty(
+                                                       translator.length_penalty), max_batch_size=BATCH)
 
     def nothing():
         pass
@@ -183,7 +184,9 @@ def main(argv=None):
         f"{env['date']} · `{env['command']}` · {env['cpu']} · {env['versions']} · CTranslate2 "
         f"{__import__('ctranslate2').__version__}",
         "",
-        f"The shipped translator ({MODEL}/{versions[-1].name}), beam 4, test_2016_flickr ({len(english)} sentences) "
+        f"The shipped translator ({MODEL}/{versions[-1].name}), beam {translator.beam_size} (length penalty "
+        f"{translator.length_penalty}; CTranslate2 {ctranslate2_length_penalty(translator.length_penalty)}), "
+        f"test_2016_flickr ({len(english)} sentences) "
         f"text in → text out. Batch {batch}: the same length-sorted batches for every contender, the contenders "
         f"taking turns on every batch, {args.rounds} rounds (sentences/s and tokens/s: medians over rounds). Batch "
         f"1: {len(singles)} sentences a round, the contenders taking turns on each. {THREADS} threads each "
