@@ -20,16 +20,17 @@ $(STAMP): setup.cfg pyproject.toml
 	touch $(STAMP)
 
 # Two processes, each taking whole test files (module fixtures are built once): on the 2-core CI machine the suite
-# takes about two thirds of the one-process time. TEST_WORKERS=0 runs it in this one process.
+# takes about two thirds of the one-process time. TEST_WORKERS=0 runs it in this one process. Files are handed out
+# in the order tests/conftest.py collects them (the longest first), not re-sorted by how many tests they hold.
 TEST_WORKERS ?= 2
 JAX_TESTS := tests/layers tests/models
 
 test: $(STAMP)
 	$(PY) -m ruff check .
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=25
 	# The backend-free core again, under Keras's JAX backend (parameter counts, which no backend changes, once only;
 	# the raw-text tasks, whose text side is TensorFlow, in test-slow).
-	KERAS_BACKEND=jax $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=10 \
+	KERAS_BACKEND=jax $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=10 \
 		-m "not slow and not backend_independent and not text_pipeline" $(JAX_TESTS)
 
 test-slow: $(STAMP)
