@@ -10,6 +10,8 @@ is reported once, for the chosen model, by the recipe itself (issue 21's rule), 
 
 The run folders are not committed (runs/ is ignored), so the file times must be those the training wrote: run this on
 the machine that trained them. A row's budget is wall time on that machine, so the runs must be made on a quiet one.
+A run made beside other work is scored at budgets in epochs instead (`--epoch-budgets`): every configuration of the
+same data and tokens per batch takes the same steps an epoch, so a quiet run's minutes per epoch convert them.
 
 Usage:
     .venv/bin/python benchmarks/translation_training_study.py runs/study/* --budgets 30 60 \
@@ -46,8 +48,8 @@ def epoch_minutes(run):
     return [(path, (path.stat().st_mtime - start) / 60) for path in checkpoints]
 
 
-def study_rows(run, budgets, average, sentences=None):
-    """One table row per budget for the run folder `run`."""
+def study_rows(run, budgets, average, sentences=None, epoch_budgets=()):
+    """One table row per budget (minutes, then epochs) for the run folder `run`."""
     from kzoo.text import SubwordTokenizer
     from kzoo.translator import Translator
 
@@ -57,17 +59,18 @@ def study_rows(run, budgets, average, sentences=None):
     english, german = (side[:sentences] for side in multi30k("val"))
     epochs = epoch_minutes(run)
     rows = []
-    for budget in budgets:
-        inside = [(path, minutes) for path, minutes in epochs if minutes <= budget]
+    cuts = [(f"{budget:g}", [e for e in epochs if e[1] <= budget]) for budget in budgets]
+    cuts += [(f"{count} epochs", epochs[:count] if len(epochs) >= count else []) for count in epoch_budgets]
+    for label, inside in cuts:
         if not inside:
-            rows.append(f"| {run.name} | {changes(config)} | {budget:g} | no epoch ended inside it | | | |")
+            rows.append(f"| {run.name} | {changes(config)} | {label} | no such epoch in the run | | | |")
             continue
         chosen = inside[-average:]
         average_weights(model, [str(path) for path, _ in chosen])
         translator = Translator(model, tokenizer, method="beam", beam_size=config.beam_size,
                                 length_penalty=config.length_penalty, max_source_length=config.max_length)
         scores, _ = score(translator, english, german)
-        rows.append(f"| {run.name} | {changes(config)} | {budget:g} | {len(inside)} ({inside[-1][1]:.1f} min) | "
+        rows.append(f"| {run.name} | {changes(config)} | {label} | {len(inside)} ({inside[-1][1]:.1f} min) | "
                     f"{len(chosen)} | {scores['bleu']:.2f} ({scores['bleu_lowercase']:.2f}) | {scores['chrf']:.2f} |")
         print(rows[-1], flush=True)
     return rows
@@ -78,6 +81,8 @@ def main():
     parser.add_argument("runs", nargs="+", type=pathlib.Path, help="translation-recipe run folders")
     parser.add_argument("--budgets", nargs="+", type=float, default=[30.0, 60.0],
                         help="training budgets in minutes, each scored on the epochs that ended inside it")
+    parser.add_argument("--epoch-budgets", nargs="*", type=int, default=[],
+                        help="budgets in epochs, for runs made beside other work (their minutes are not the budget)")
     parser.add_argument("--average", type=int, default=5, help="the last N epoch checkpoints inside a budget averaged")
     parser.add_argument("--output", help="RESULTS.md to write the section into")
     parser.add_argument("--sentences", type=int, help="only the first N val sentences (a smoke run)")
@@ -86,7 +91,8 @@ def main():
         if not (run / "config.json").is_file() or not (run / "tokenizer.model").is_file():
             parser.error(f"{run} is not a translation-recipe run folder (no config.json or tokenizer.model)")
     before = os.getloadavg()
-    rows = [row for run in args.runs for row in study_rows(run, args.budgets, args.average, args.sentences)]
+    rows = [row for run in args.runs
+            for row in study_rows(run, args.budgets, args.average, args.sentences, args.epoch_budgets)]
     after = os.getloadavg()
     text = "\n".join([
         "## Translation study: training settings on val (issue 21)",

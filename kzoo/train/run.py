@@ -354,8 +354,8 @@ def parse_recipe_arguments(parser, argv=None):
     from kzoo.train.translation_recipe import MODULE, PRESETS, TranslationConfig
 
     parser = recipe_parser(MODULE, TranslationConfig, "Train a translator.", presets=PRESETS)
-    args = parse_recipe_arguments(parser, ["--output", "run", "--preset", "multi30k_hour", "--dropout", "0.25"])
-    args.dropout, args.minutes  # (0.25, 60.0): the flag wins over the preset, the preset over the default
+    args = parse_recipe_arguments(parser, ["--output", "run", "--preset", "multi30k_hour", "--beam-size", "6"])
+    args.beam_size, args.minutes, args.dropout  # (6, 60.0, 0.1): a flag wins over the preset, the preset over defaults
     ```
     """
     known, _ = parser.parse_known_args(argv)

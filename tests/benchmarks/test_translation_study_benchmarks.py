@@ -54,10 +54,12 @@ def test_the_training_study_scores_a_run_at_each_budget(tmp_path):
     translation_recipe.train(config, tmp_path / "tiny", (english[:300], german[:300]), (val[0][:8], val[1][:8]),
                              test_pairs=(), verbose=0, methods=("greedy",))
     rows = run("translation_training_study.py", str(tmp_path / "tiny"), "--budgets", "0.0001", "1000",
-               "--average", "2", "--sentences", "8")
-    cells = [[cell.strip() for cell in row.strip("|").split("|")] for row in rows if row.startswith("| tiny")]
-    assert [row[2] for row in cells] == ["0.0001", "1000"]
-    assert cells[0][3] == "no epoch ended inside it"
+               "--epoch-budgets", "1", "4", "--average", "2", "--sentences", "8")
+    table = rows[next(i for i, row in enumerate(rows) if row.startswith("| run |")) + 1:]  # not the progress lines
+    cells = [[cell.strip() for cell in row.strip("|").split("|")] for row in table if row.startswith("| tiny")]
+    assert [row[2] for row in cells] == ["0.0001", "1000", "1 epochs", "4 epochs"]
+    assert cells[0][3] == cells[3][3] == "no such epoch in the run"
+    assert cells[2][3].startswith("1 (") and cells[2][4] == "1"
     assert "dropout=0.2" in cells[1][1] and "hidden_dim=32" in cells[1][1]
     assert cells[1][3].startswith("3 (") and cells[1][4] == "2"  # every epoch inside, the last two averaged
     bleu = float(cells[1][5].split()[0])

@@ -172,11 +172,11 @@ def test_a_preset_sets_the_defaults_and_a_given_flag_still_wins():
     assert parsed() == TranslationConfig()
     hour = parsed("--preset", "multi30k_hour")
     assert hour == TranslationConfig.from_preset("multi30k_hour") == TranslationConfig(**PRESETS["multi30k_hour"])
-    assert (hour.dropout, hour.minutes, hour.beam_size, hour.length_penalty) == (0.3, 60.0, 5, 1.0)
+    assert (hour.minutes, hour.beam_size, hour.length_penalty) == (60.0, 5, 1.0)
     assert hour.hidden_dim == TranslationConfig().hidden_dim  # what the preset does not list keeps its default
     # A flag beside the preset wins, wherever it stands on the command line.
-    assert parsed("--dropout", "0.25", "--preset", "multi30k_hour").dropout == 0.25
-    assert parsed("--preset", "multi30k_hour", "--dropout", "0.25").minutes == 60.0
+    assert parsed("--beam-size", "6", "--preset", "multi30k_hour").beam_size == 6
+    assert parsed("--preset", "multi30k_hour", "--beam-size", "6").minutes == 60.0
     assert TranslationConfig.from_preset("multi30k_hour", seed=7).seed == 7
     with pytest.raises(ValueError, match=r"no preset named 'multi30k_day'; the presets are \['multi30k_hour'\]"):
         TranslationConfig.from_preset("multi30k_day")
@@ -184,4 +184,4 @@ def test_a_preset_sets_the_defaults_and_a_given_flag_still_wins():
         parsed("--preset", "multi30k_day")
     parser = recipe_parser(MODULE, TranslationConfig, "Train a translator.", presets=PRESETS)
     help_text = " ".join(parser.format_help().split())
-    assert "--preset {multi30k_hour}" in help_text and "multi30k_hour: dropout=0.3, minutes=60.0" in help_text
+    assert "--preset {multi30k_hour}" in help_text and "multi30k_hour: minutes=60.0, beam_size=5" in help_text
