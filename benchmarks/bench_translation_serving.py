@@ -38,7 +38,7 @@ from timing import OtherLoad
 
 from kzoo.data import multi30k, shipped_model
 from kzoo.export import export_ctranslate2, export_translator
-from kzoo.export.ctranslate2_export import ctranslate2_length_penalty, translate_ctranslate2
+from kzoo.export.ctranslate2_export import ctranslate2_beam_options, translate_ctranslate2
 from kzoo.serving import ContractLoader
 from kzoo.serving.model_config import saved_model_versions
 from kzoo.train.quality import translation_scores
@@ -84,9 +84,8 @@ def contenders(version, translator, folder):
         return loader.rest({"instances": texts})["predictions"]
 
     def ct2(model):
-        return lambda texts: translate_ctranslate2(model, translator.tokenizer, texts, beam_size=translator.beam_size,
-                                                   length_penalty=ctranslate2_length_penalty(
-                                                       translator.length_penalty), max_batch_size=BATCH)
+        return lambda texts: translate_ctranslate2(model, translator.tokenizer, texts, max_batch_size=BATCH,
+                                                   **ctranslate2_beam_options(translator))
 
     def nothing():
         pass
@@ -185,7 +184,7 @@ def main(argv=None):
         f"{__import__('ctranslate2').__version__}",
         "",
         f"The shipped translator ({MODEL}/{versions[-1].name}), beam {translator.beam_size} (length penalty "
-        f"{translator.length_penalty}; CTranslate2 {ctranslate2_length_penalty(translator.length_penalty)}), "
+        f"{translator.length_penalty}; CTranslate2 {ctranslate2_beam_options(translator)['length_penalty']}), "
         f"test_2016_flickr ({len(english)} sentences) "
         f"text in → text out. Batch {batch}: the same length-sorted batches for every contender, the contenders "
         f"taking turns on every batch, {args.rounds} rounds (sentences/s and tokens/s: medians over rounds). Batch "

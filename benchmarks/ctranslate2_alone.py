@@ -23,7 +23,7 @@ from results_file import environment, machine_load, replace_section
 
 from kzoo.data import multi30k, shipped_model
 from kzoo.export import export_ctranslate2
-from kzoo.export.ctranslate2_export import ctranslate2_ids, ctranslate2_length_penalty
+from kzoo.export.ctranslate2_export import ctranslate2_beam_options, ctranslate2_ids
 from kzoo.serving.model_config import saved_model_versions
 from kzoo.translator import Translator
 
@@ -61,7 +61,7 @@ def main():
     translator = Translator.load(model)
     version = saved_model_versions(model)[-1].name
     english = multi30k("test_2016_flickr")[0][: args.sentences]
-    penalty = ctranslate2_length_penalty(translator.length_penalty)
+    decoding = ctranslate2_beam_options(translator)
     before = os.getloadavg()
     rows = []
     with tempfile.TemporaryDirectory() as folder:
@@ -69,8 +69,7 @@ def main():
             options = {"quantization": "int8"} if quantization == "int8" else {}
             exported = export_ctranslate2(translator.model, translator.tokenizer, f"{folder}/{quantization}", **options)
             runner = ctranslate2.Translator(str(exported), intra_threads=2)
-            rate, rates, p50 = measure(runner, translator.tokenizer, english, args.rounds, args.singles,
-                                       beam_size=translator.beam_size, length_penalty=penalty)
+            rate, rates, p50 = measure(runner, translator.tokenizer, english, args.rounds, args.singles, **decoding)
             rows.append(f"| CTranslate2 {quantization}, alone | {rate:.1f} | {', '.join(f'{r:.1f}' for r in rates)} | "
                         f"{p50:.1f} |")
             print(rows[-1], flush=True)
@@ -82,7 +81,8 @@ def main():
         "",
         f"The shipped translator (transformer_multi30k_en_de/{version}) converted by `kzoo.export.export_ctranslate2`, "
         f"test_2016_flickr ({len(english)} sentences) sorted by length in batches of 64, {args.rounds} rounds, then "
-        f"{args.singles} single sentences; 2 intra-op threads, beam {translator.beam_size} (length penalty {penalty}, "
+        f"{args.singles} single sentences; 2 intra-op threads, beam {decoding['beam_size']} (length penalty "
+        f"{decoding['length_penalty']}, "
         f"matching kzoo's {translator.length_penalty}), kzoo's tokenizer; nothing else decoding in the process "
         "(compare with the interleaved table above, where TensorFlow shares the process).",
         "",

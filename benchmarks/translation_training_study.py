@@ -28,7 +28,7 @@ from results_file import environment, machine_load, replace_section
 
 from kzoo.data import multi30k
 from kzoo.train.callbacks import average_weights
-from kzoo.train.translation_recipe import TranslationConfig, build_model, score
+from kzoo.train.translation_recipe import TranslationConfig, build_model, score, translator
 
 SECTION = "translation-study-training"
 
@@ -51,7 +51,6 @@ def epoch_minutes(run):
 def study_rows(run, budgets, average, sentences=None, epoch_budgets=()):
     """One table row per budget (minutes, then epochs) for the run folder `run`."""
     from kzoo.text import SubwordTokenizer
-    from kzoo.translator import Translator
 
     config = TranslationConfig(**json.loads((run / "config.json").read_text()))
     tokenizer = SubwordTokenizer.load(run / "tokenizer.model")
@@ -67,9 +66,7 @@ def study_rows(run, budgets, average, sentences=None, epoch_budgets=()):
             continue
         chosen = inside[-average:]
         average_weights(model, [str(path) for path, _ in chosen])
-        translator = Translator(model, tokenizer, method="beam", beam_size=config.beam_size,
-                                length_penalty=config.length_penalty, max_source_length=config.max_length)
-        scores, _ = score(translator, english, german)
+        scores, _ = score(translator(model, tokenizer, config), english, german)
         rows.append(f"| {run.name} | {changes(config)} | {label} | {len(inside)} ({inside[-1][1]:.1f} min) | "
                     f"{len(chosen)} | {scores['bleu']:.2f} ({scores['bleu_lowercase']:.2f}) | {scores['chrf']:.2f} |")
         print(rows[-1], flush=True)

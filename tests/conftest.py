@@ -36,10 +36,9 @@ LONGEST_FIRST = (
 def pytest_collection_modifyitems(config, items):
     rank = {path: index for index, path in enumerate(LONGEST_FIRST)}
     root = config.rootpath
-    position = {id(item): i for i, item in enumerate(items)}
 
     def key(item):
         path = item.path.relative_to(root).as_posix() if item.path.is_relative_to(root) else str(item.path)
-        return (rank.get(path, len(rank)), position[id(item)])
+        return rank.get(path, len(rank))
 
-    items.sort(key=key)
+    items.sort(key=key)  # stable: within a rank, the collected order

@@ -291,6 +291,24 @@ def ctranslate2_length_penalty(alpha):
     return round(0.75 * alpha, 4)
 
 
+def ctranslate2_beam_options(translator):
+    """The `beam_size` and `length_penalty` with which `ctranslate2_ids` and `translate_ctranslate2` decode as the
+    kzoo `Translator` `translator` does (its beam size; `ctranslate2_length_penalty` of its GNMT alpha).
+
+    Example:
+    ```python
+    from kzoo.export.ctranslate2_export import ctranslate2_beam_options
+
+    model = kzoo.models.Transformer(300, num_encoder_layers=1, num_decoder_layers=1, hidden_dim=16, num_heads=2,
+                                    intermediate_dim=32)
+    tokenizer = kzoo.text.SubwordTokenizer.train(["A dog runs.", "Ein Hund läuft."] * 20, vocabulary_size=300)
+    options = ctranslate2_beam_options(kzoo.translator.Translator(model, tokenizer, beam_size=5, length_penalty=1.0))
+    assert options == {"beam_size": 5, "length_penalty": 0.75}
+    ```
+    """
+    return {"beam_size": translator.beam_size, "length_penalty": ctranslate2_length_penalty(translator.length_penalty)}
+
+
 def ctranslate2_ids(translator, tokenizer, texts, beam_size=4, length_penalty=0.45, max_source_length=128,
                     max_output_factor=1.5, max_batch_size=64):
     """Translate `texts` with a `ctranslate2.Translator` and return each best hypothesis as kzoo token ids, without

@@ -19,7 +19,7 @@ MODULE = "kzoo.train.translation_recipe"
 DTYPES = ("float32", "mixed_bfloat16", "mixed_float16")
 # Named configurations of the recipe (`--preset NAME`, `TranslationConfig.from_preset(NAME)`), each given as the
 # fields it changes from the defaults (which reproduce the shipped model's versions 1-4). benchmarks/RESULTS.md,
-# section translation-study, says how they were chosen: on validation BLEU only.
+# sections translation-study-training and translation-study-decoding, says how they were chosen: on val BLEU only.
 PRESETS = {
     # The study's best so far on val: the shipped model's training for the whole 2-core hour, decoded with beam 5 and
     # length penalty 1.0 (39.30 val BLEU on the shipped weights, against 38.95 with beam 4, 0.6; dropout 0.3 for the
@@ -147,6 +147,26 @@ def compile_model(model, config):
     )
 
 
+def translator(model, tokenizer, config, method="beam"):
+    """The `kzoo.translator.Translator` that decodes `model` as the run of `config` does (its beam size, length
+    penalty and source length), with `method` "beam" or "greedy".
+
+    Example:
+    ```python
+    from kzoo.train.translation_recipe import TranslationConfig, build_model, translator
+
+    config = TranslationConfig.from_preset("multi30k_hour", encoder_layers=1, decoder_layers=1, hidden_dim=16,
+                                           num_heads=2, intermediate_dim=32, vocabulary_size=300)
+    tokenizer = kzoo.text.SubwordTokenizer.train(["A dog runs.", "Ein Hund läuft."] * 20, vocabulary_size=300)
+    translator(build_model(config, tokenizer.vocabulary_size), tokenizer, config).beam_size  # 5
+    ```
+    """
+    from kzoo.translator import Translator
+
+    return Translator(model, tokenizer, method=method, beam_size=config.beam_size,
+                      length_penalty=config.length_penalty, max_source_length=config.max_length)
+
+
 def score(translator, sources, references, batch_size=64):
     """BLEU and chrF of `translator` on aligned source and reference sentences, with the seconds it took, and the
     translations.
@@ -216,7 +236,6 @@ def train(config, output, train_pairs=None, val_pairs=None, test_pairs=None, res
     from kzoo.train.callbacks import average_weights
     from kzoo.train.distribution import strategy
     from kzoo.train.run import Run
-    from kzoo.translator import Translator
 
     train_pairs = train_pairs if train_pairs is not None else multi30k("train")
     val_pairs = val_pairs if val_pairs is not None else multi30k("val")
@@ -273,10 +292,9 @@ def train(config, output, train_pairs=None, val_pairs=None, test_pairs=None, res
                    "val_loss": [round(float(row["val_loss"]), 4) for row in history]}
         splits = {"val": val_pairs, **({"test_2016_flickr": test_pairs} if test_pairs else {})}
         for method in methods:
-            translator = Translator(model, tokenizer, method=method, beam_size=config.beam_size,
-                                    length_penalty=config.length_penalty, max_source_length=config.max_length)
+            decoder = translator(model, tokenizer, config, method)
             for split, (sources, references) in splits.items():
-                scores, hypotheses = score(translator, sources, references)
+                scores, hypotheses = score(decoder, sources, references)
                 results[f"{split}_{method}"] = scores
                 run.write_text(f"{split}_{method}.de", "\n".join(hypotheses) + "\n")
                 print(f"{split} {method}: BLEU {scores['bleu']} chrF {scores['chrf']} ({scores['seconds']} s)",

@@ -14,6 +14,7 @@ from kzoo.data import multi30k, shipped_model
 from kzoo.decoding import generate
 from kzoo.export import export_ctranslate2
 from kzoo.export.ctranslate2_export import (
+    ctranslate2_beam_options,
     ctranslate2_ids,
     ctranslate2_length_penalty,
     output_limits,
@@ -98,19 +99,13 @@ def test_greedy_ids_equal_kzoos(shipped, folder, sentences):
     assert ctranslate2_ids(served, shipped.tokenizer, sentences[:5], beam_size=1, max_batch_size=2) == kzoo_ids[:5]
 
 
-def beam_settings(translator):
-    """CTranslate2's beam size and length penalty for a kzoo Translator's."""
-    return {"beam_size": translator.beam_size,
-            "length_penalty": ctranslate2_length_penalty(translator.length_penalty)}
-
-
 def test_the_length_penalty_maps_gnmt_alpha_to_ctranslate2s():
     assert [ctranslate2_length_penalty(alpha) for alpha in (0.0, 0.6, 1.0)] == [0.0, 0.45, 0.75]
 
 
 def test_beam_search_strings_equal_kzoos_for_at_least_97_percent(shipped, folder, sentences):
     served = load(folder)
-    strings = translate_ctranslate2(served, shipped.tokenizer, sentences, **beam_settings(shipped))
+    strings = translate_ctranslate2(served, shipped.tokenizer, sentences, **ctranslate2_beam_options(shipped))
     assert sum(a == b for a, b in zip(strings, shipped(sentences))) >= 0.97 * len(sentences)
     assert strings[0] == "Ein Mann mit einem orangefarbenen Hut starrt auf etwas."
 
@@ -179,7 +174,7 @@ def test_shipped_translator_on_all_of_test_2016_flickr(shipped, folder):
                 for ids in kzoo_greedy_ids(shipped, english[start : start + 100])]
     assert ctranslate2_ids(served, shipped.tokenizer, english, beam_size=1) == kzoo_ids
     kzoo_strings = shipped.translate(english)
-    strings = translate_ctranslate2(served, shipped.tokenizer, english, **beam_settings(shipped))
+    strings = translate_ctranslate2(served, shipped.tokenizer, english, **ctranslate2_beam_options(shipped))
     assert sum(a == b for a, b in zip(strings, kzoo_strings)) >= 970
     kzoo_bleu, bleu = (translation_scores(hypotheses, german)["bleu"] for hypotheses in (kzoo_strings, strings))
     assert kzoo_bleu == pytest.approx(38.15, abs=0.01) and abs(bleu - kzoo_bleu) <= 0.3
