@@ -73,6 +73,26 @@ def study_rows(run, budgets, average, sentences=None, epoch_budgets=()):
     return rows
 
 
+def row_key(row):
+    """A table row's run, budget and number of checkpoints averaged: what makes it a row of its own."""
+    cells = [cell.strip() for cell in row.split("|")]
+    return cells[1], cells[3], cells[5]
+
+
+def earlier_rows(path, rows):
+    """The table rows already in `path`'s section that `rows` do not score again (runs whose folders may be gone,
+    other budgets or averages): a new scoring adds its rows to the study instead of erasing the earlier ones."""
+    path = pathlib.Path(path)
+    start, end = f"<!-- {SECTION}:start -->", f"<!-- {SECTION}:end -->"
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    if start not in text or end not in text:
+        return []
+    section = text[text.index(start):text.index(end)].splitlines()
+    old = [line for line in section if line.startswith("| ") and not line.startswith(("| run |", "| ---"))]
+    new = {row_key(row) for row in rows}
+    return [row for row in old if row_key(row) not in new]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=pathlib.Path, help="translation-recipe run folders")
@@ -91,6 +111,7 @@ def main():
     rows = [row for run in args.runs
             for row in study_rows(run, args.budgets, args.average, args.sentences, args.epoch_budgets)]
     after = os.getloadavg()
+    kept = earlier_rows(args.output, rows) if args.output else []
     text = "\n".join([
         "## Translation study: training settings on val (issue 21)",
         "",
@@ -98,13 +119,16 @@ def main():
         "",
         "Runs of `python -m kzoo.train.translation_recipe` on the 2-core machine, each scored at a fixed shorter "
         "budget and at its whole one: the epochs that ended inside the budget (minutes of training, from the run's "
-        f"file times), the last {args.average} averaged, decoding Multi30k val"
+        "file times), the last of them averaged (how many: the averaged column), decoding Multi30k val"
         f"{f' (first {args.sentences} sentences)' if args.sentences else ''} with the run's beam settings; cased "
-        "sacreBLEU (lowercased in brackets) and chrF. Validation only: the test set is not read.",
+        "sacreBLEU (lowercased in brackets) and chrF. Validation only: the test set is not read."
+        + (" Rows of runs scored earlier are kept as they were written (their dates are in their logs)."
+           if kept else ""),
         "",
         "| run | changed from the defaults | budget (min) | epochs inside | averaged | val BLEU (lowercased) | "
         "val chrF |",
         "| --- | --- | --- | --- | --- | --- | --- |",
+        *kept,
         *rows,
         "",
         machine_load(before, after) + " (while scoring; the training load is in each run's log).",

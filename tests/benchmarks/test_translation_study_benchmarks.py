@@ -64,3 +64,20 @@ def test_the_training_study_scores_a_run_at_each_budget(tmp_path):
     assert cells[1][3].startswith("3 (") and cells[1][4] == "2"  # every epoch inside, the last two averaged
     bleu = float(cells[1][5].split()[0])
     assert 0 <= bleu <= 100
+
+
+def test_the_training_study_keeps_earlier_rows_unless_scored_again(tmp_path):
+    sys.path.insert(0, str(REPOSITORY / "benchmarks"))
+    from translation_training_study import SECTION, earlier_rows
+
+    def row(run, budget, averaged, bleu):
+        return f"| {run} | dropout=0.3 | {budget} | 12 (28.7 min) | {averaged} | {bleu} (0.00) | 58.22 |"
+
+    old = [row("s0", "30", 5, "37.59"), row("s1", "30", 5, "34.58"), row("s1", "60", 5, "39.07")]
+    results = tmp_path / "RESULTS.md"
+    results.write_text("\n".join([f"<!-- {SECTION}:start -->", "| run | changed from the defaults | budget (min) | "
+                                  "epochs inside | averaged | val BLEU (lowercased) | val chrF |", "| --- |", *old,
+                                  f"<!-- {SECTION}:end -->"]))
+    new = [row("s1", "60", 5, "39.10"), row("s1", "60", 10, "39.20"), row("s2", "30", 5, "38.00")]
+    assert earlier_rows(results, new) == old[:2]  # s1 at 60 minutes, 5 averaged, is the one scored again
+    assert earlier_rows(tmp_path / "absent.md", new) == []
