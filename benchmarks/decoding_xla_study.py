@@ -25,6 +25,7 @@ import time
 from results_file import environment, machine_load, replace_section
 
 SECTION = "decoding-xla-study"
+DYNAMIC = "dynamic (kzoo.decoding.beam_search)"  # the reference decoder's row
 
 
 def fixed_beam_search(model, encoder_token_ids, limits, length, beam_size=4, length_penalty=0.6):
@@ -100,7 +101,7 @@ def decoders(translator):
         return tf.function(lambda ids, limits, length: fixed_beam_search(model, ids, limits, length, beam, alpha),
                            jit_compile=jit)
 
-    return {"dynamic (kzoo.decoding.beam_search)": lambda ids, limits, length: dynamic(ids, limits),
+    return {DYNAMIC: lambda ids, limits, length: dynamic(ids, limits),
             "fixed shapes": fixed(False), "fixed shapes, XLA": fixed(True)}
 
 
@@ -133,7 +134,7 @@ def measure(translator, texts, batch_size, count, rounds):
         for batch in batches:
             decode(*batch)
         compile_seconds[name] = time.perf_counter() - start
-    reference = [runs["dynamic (kzoo.decoding.beam_search)"](*batch)[0].numpy() for batch in batches]
+    reference = [runs[DYNAMIC](*batch)[0].numpy() for batch in batches]
     equal = {name: sum(int((decode(*batch)[0].numpy()[:, : ref.shape[1]] == ref).all(axis=1).sum())
                        for batch, ref in zip(batches, reference)) for name, decode in runs.items()}
     seconds = {name: [] for name in runs}
@@ -144,7 +145,7 @@ def measure(translator, texts, batch_size, count, rounds):
                 decode(*batch)[0].numpy()
             seconds[name].append(time.perf_counter() - start)
     sentences = sum(len(batch[0]) for batch in batches)
-    base = float(np.median(seconds["dynamic (kzoo.decoding.beam_search)"]))
+    base = float(np.median(seconds[DYNAMIC]))
     rows = []
     for name in runs:
         median = float(np.median(seconds[name]))

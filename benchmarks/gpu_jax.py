@@ -381,14 +381,12 @@ def main_export(args):
 
 def main_score(args):
     import gpu_jax_translation
-    from results_file import replace_section
+    from results_file import read_section, replace_section
 
     report_path = pathlib.Path(args.report)
-    text = report_path.read_text(encoding="utf-8")
-    start, end = f"<!-- {SECTION}:start -->", f"<!-- {SECTION}:end -->"
-    if start not in text or end not in text:
+    section = read_section(report_path, SECTION)
+    if section is None:
         raise SystemExit(f"{report_path} has no {SECTION} section: pass the RESULTS_gpu.md the GPU run wrote.")
-    section = text[text.index(start) + len(start):text.index(end)].strip()
     scores, samples = gpu_jax_translation.score(args.data, report_path.parent / IDS_FILE)
     line = (f"Greedy val BLEU {scores['bleu']:.2f}, chrF {scores['chrf']:.2f} (sacrebleu {scores['bleu_signature']}),"
             " scored here by `gpu_jax.py score` from the ids the GPU run wrote.")

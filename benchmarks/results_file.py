@@ -11,13 +11,28 @@ import tempfile
 TITLE = "# kzoo benchmark results\n\nEvery number below comes with the command that produced it.\n"
 
 
+def markers(name):
+    """The comment lines that open and close section `name`: `<!-- name:start -->`, `<!-- name:end -->`."""
+    return f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+
+
+def read_section(path, name):
+    """The text of section `name` in `path` (between its markers, stripped), or None if `path` has no such section."""
+    path = pathlib.Path(path)
+    start, end = markers(name)
+    text = path.read_text(encoding="utf-8") if path.exists() else ""
+    if start not in text or end not in text:
+        return None
+    return text[text.index(start) + len(start):text.index(end)].strip()
+
+
 def replace_section(path, name, text):
     """Put `text` between `<!-- name:start -->` and `<!-- name:end -->` in `path`, keeping the other sections.
 
     The file is replaced atomically, so a reader never sees it half written.
     """
     path = pathlib.Path(path)
-    start, end = f"<!-- {name}:start -->", f"<!-- {name}:end -->"
+    start, end = markers(name)
     block = f"{start}\n{text.strip()}\n{end}"
     old = path.read_text(encoding="utf-8") if path.exists() else TITLE
     if start in old and end in old:

@@ -24,7 +24,7 @@ import json
 import os
 import pathlib
 
-from results_file import environment, machine_load, replace_section
+from results_file import environment, machine_load, read_section, replace_section
 
 from kzoo.data import multi30k
 from kzoo.train.callbacks import average_weights
@@ -82,12 +82,7 @@ def row_key(row):
 def earlier_rows(path, rows):
     """The table rows already in `path`'s section that `rows` do not score again (runs whose folders may be gone,
     other budgets or averages): a new scoring adds its rows to the study instead of erasing the earlier ones."""
-    path = pathlib.Path(path)
-    start, end = f"<!-- {SECTION}:start -->", f"<!-- {SECTION}:end -->"
-    text = path.read_text(encoding="utf-8") if path.exists() else ""
-    if start not in text or end not in text:
-        return []
-    section = text[text.index(start):text.index(end)].splitlines()
+    section = (read_section(path, SECTION) or "").splitlines()
     old = [line for line in section if line.startswith("| ") and not line.startswith(("| run |", "| ---"))]
     new = {row_key(row) for row in rows}
     return [row for row in old if row_key(row) not in new]
