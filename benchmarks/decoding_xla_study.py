@@ -1,12 +1,13 @@
 """Would a compiled (XLA) beam search make the exported translator faster? An experiment for issue 20.
 
 XLA's CPU JIT needs fixed shapes, and kzoo's beam search is built on changing ones (the self-attention cache grows
-a position a step; settled sentences leave the batch). So this script writes the fixed-shape variant a compiled
-step needs and times three decoders of the shipped weights on Multi30k val token ids (tokenizing is left out: it
-is the same for all three and cannot be compiled, tf-text ops have no XLA kernels):
+a position a step; settled sentences leave the batch). So this script times it against the fixed-shape variant a
+compiled step needs (`kzoo.decoding.fixed_shape_beam_search`, which began here): three decoders of the shipped
+weights on Multi30k val token ids (tokenizing is left out: it is the same for all three and cannot be compiled,
+tf-text ops have no XLA kernels):
 
 - dynamic: `kzoo.decoding.beam_search` in a `tf.function`, as the exported translator runs it;
-- fixed: `fixed_beam_search` below in a `tf.function`: a self-attention cache of `length` positions written in
+- fixed: `fixed_shape_beam_search` in a `tf.function`: a self-attention cache of `length` positions written in
   place, settled sentences kept in the batch but frozen;
 - fixed, XLA: the same with `jit_compile=True` (compiled once per (batch, source length, output length) shape; the
   source is padded to a multiple of 8 and the output limit rounded up to one, so a few shapes cover a corpus).
@@ -28,61 +29,6 @@ SECTION = "decoding-xla-study"
 DYNAMIC = "dynamic (kzoo.decoding.beam_search)"  # the reference decoder's row
 
 
-def fixed_beam_search(model, encoder_token_ids, limits, length, beam_size=4, length_penalty=0.6):
-    """`kzoo.decoding.beam_search`'s result for (batch, m) ids and per-sentence `limits` (batch,), with every
-    tensor of the loop keeping its shape: the cache holds `length` (at least the largest limit) positions, and a
-    sentence that is settled stays in the batch, its finished hypotheses frozen, until all are settled.
-
-    Returns (int32 ids (batch, length), steps taken)."""
-    import tensorflow as tf
-
-    from kzoo.decoding.length_limit import force_end
-    from kzoo.layers.masks import MASKED_LOGIT
-    from kzoo.text import END, START
-
-    batch = encoder_token_ids.shape[0] or tf.shape(encoder_token_ids)[0]
-    vocabulary = model.target_vocabulary_size
-    u, padding_mask = model.encode(encoder_token_ids)
-    cache = model.initial_cache(u, max_length=length)
-    cross = cache["cross"]
-    self_cache = tf.nest.map_structure(lambda t: tf.repeat(t, beam_size, axis=0), cache["self"])
-
-    def penalty(n):
-        return ((5.0 + tf.cast(n, tf.float32)) / 6.0) ** length_penalty
-
-    def gather(values, indices):
-        return tf.gather(values, indices, batch_dims=1)
-
-    def step(i, last_token, alive_seq, alive_log_probs, finished_seq, finished_scores, self_cache, rows, done):
-        self_cache = tf.nest.map_structure(lambda t: tf.gather(t, rows), self_cache)
-        logits, new = model.decode_step(last_token[:, None], i, {"self": self_cache, "cross": cross}, padding_mask)
-        logits = force_end(tf.cast(logits[:, 0], tf.float32), i, tf.repeat(limits, beam_size))
-        log_probs = tf.reshape(tf.nn.log_softmax(logits), [batch, beam_size, vocabulary])
-        log_probs += alive_log_probs[:, :, None]
-        scores, flat = tf.math.top_k(tf.reshape(log_probs, [batch, beam_size * vocabulary]), 2 * beam_size)
-        origin, tokens = flat // vocabulary, flat % vocabulary
-        candidates = gather(alive_seq, origin) + tokens[:, :, None] * tf.one_hot(i, length, dtype=tf.int32)
-        ended = tf.equal(tokens, END)
-        alive_log_probs, keep = tf.math.top_k(tf.where(ended, MASKED_LOGIT, scores), beam_size)
-        rows = tf.reshape(gather(origin, keep) + tf.range(batch)[:, None] * beam_size, [-1])
-        pooled = tf.concat([finished_scores, tf.where(ended, scores / penalty(i + 1), MASKED_LOGIT)], axis=1)
-        new_scores, top = tf.math.top_k(pooled, beam_size)
-        new_seq = gather(tf.concat([finished_seq, candidates], axis=1), top)
-        settled = (new_scores[:, -1] > alive_log_probs[:, 0] / penalty(limits)) | (i + 1 >= limits)
-        finished_seq = tf.where(done[:, None, None], finished_seq, new_seq)  # a settled sentence keeps its result
-        finished_scores = tf.where(done[:, None], finished_scores, new_scores)
-        return (i + 1, tf.reshape(gather(tokens, keep), [-1]), gather(candidates, keep), alive_log_probs,
-                finished_seq, finished_scores, new["self"], rows, done | settled)
-
-    empty = tf.zeros([batch, beam_size, length], tf.int32)
-    first_beam_only = tf.concat([tf.zeros([batch, 1]), tf.fill([batch, beam_size - 1], MASKED_LOGIT)], axis=1)
-    loop_vars = (tf.constant(0), tf.fill([batch * beam_size], START), empty, first_beam_only, empty,
-                 tf.fill([batch, beam_size], MASKED_LOGIT), self_cache, tf.range(batch * beam_size),
-                 tf.zeros([batch], tf.bool))
-    out = tf.while_loop(lambda i, *state: (i < length) & ~tf.reduce_all(state[-1]), step, loop_vars)
-    return out[4][:, 0], out[0]
-
-
 def round_up(n, multiple=8):
     return -(-n // multiple) * multiple
 
@@ -92,14 +38,15 @@ def decoders(translator):
     import tensorflow as tf
 
     from kzoo.decoding import beam_search
+    from kzoo.decoding.fixed_shape_beam_search import fixed_shape_beam_search
 
     model, beam, alpha = translator.model, translator.beam_size, translator.length_penalty
     dynamic = tf.function(lambda ids, limits: beam_search(model, ids, limits, beam, alpha, return_steps=True),
                           input_signature=[tf.TensorSpec([None, None], tf.int32), tf.TensorSpec([None], tf.int32)])
 
     def fixed(jit):
-        return tf.function(lambda ids, limits, length: fixed_beam_search(model, ids, limits, length, beam, alpha),
-                           jit_compile=jit)
+        return tf.function(lambda ids, limits, length: fixed_shape_beam_search(model, ids, limits, length, beam,
+                                                                               alpha), jit_compile=jit)
 
     return {DYNAMIC: lambda ids, limits, length: dynamic(ids, limits),
             "fixed shapes": fixed(False), "fixed shapes, XLA": fixed(True)}
@@ -116,7 +63,7 @@ def batches_of(translator, texts, batch_size, count):
     chosen = []
     for start in range(0, len(texts), stride)[:count]:
         ids = translator.source_ids(tf.constant(texts[start:start + batch_size])).numpy()
-        limits = (translator.max_output_factor * (ids != 0).sum(axis=1)).astype(np.int32) + 10
+        limits = translator.output_limits((ids != 0).sum(axis=1)).numpy()
         ids = np.pad(ids, [(0, 0), (0, round_up(ids.shape[1]) - ids.shape[1])])
         chosen.append((ids, limits, round_up(int(limits.max()))))
     return chosen

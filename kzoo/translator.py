@@ -6,6 +6,7 @@ import pathlib
 import tensorflow as tf
 
 from kzoo.decoding import beam_search, decode_in_sub_batches, generate, greedy, sampler
+from kzoo.decoding.fixed_shape_beam_search import compiled_beam_search
 from kzoo.files import atomic_path, write_atomically
 from kzoo.text import END, PAD, SubwordTokenizer
 
@@ -49,6 +50,8 @@ class Translator(tf.Module):
         max_sentences: int. The most sentences one call (one request to the exported model) takes. Defaults to 512.
         max_positions: int. Sentences × output limit decoded at once, at most (a longer sentence goes alone).
             Defaults to 8192.
+        jit_max_sentences: int, 0 or a power of two. Beam-search sub-batches of at most this many sentences decode
+            compiled by XLA; 0 (the default) compiles nothing. Greedy and sampling decode dynamically whatever it is.
 
     Example:
     ```python
@@ -67,10 +70,15 @@ class Translator(tf.Module):
     """
 
     def __init__(self, model, tokenizer, method="beam", beam_size=4, length_penalty=0.6, max_source_length=128,
-                 max_output_factor=1.5, sampling=None, max_sentences=512, max_positions=8192, name=None):
+                 max_output_factor=1.5, sampling=None, max_sentences=512, max_positions=8192, jit_max_sentences=0,
+                 name=None):
         super().__init__(name=name)
         if method not in METHODS:
             raise ValueError(f"method={method!r} is not a decoding method; use one of {METHODS}.")
+        if not isinstance(jit_max_sentences, int) or jit_max_sentences < 0 or jit_max_sentences & (
+                jit_max_sentences - 1):
+            raise ValueError(f"jit_max_sentences={jit_max_sentences!r} must be 0 (compile nothing) or a power of two "
+                             "(the largest sub-batch decoded compiled), such as 8.")
         self.model = model
         self.tokenizer = tokenizer
         self.method = method
@@ -81,6 +89,11 @@ class Translator(tf.Module):
         self.sampling = dict(sampling or {})
         self.max_sentences = max_sentences
         self.max_positions = max_positions
+        self.jit_max_sentences = jit_max_sentences
+        self._jit_beam_search = None
+        if method == "beam" and jit_max_sentences:
+            self._jit_beam_search = compiled_beam_search(model, beam_size, length_penalty, self.output_limits,
+                                                         jit_max_sentences)
         self._compiled = tf.function(self.translate_tensor, input_signature=[tf.TensorSpec([None], tf.string)])
 
     def settings(self):
@@ -88,7 +101,12 @@ class Translator(tf.Module):
         return {"method": self.method, "beam_size": self.beam_size, "length_penalty": self.length_penalty,
                 "max_source_length": self.max_source_length, "max_output_factor": self.max_output_factor,
                 "sampling": dict(self.sampling), "max_sentences": self.max_sentences,
-                "max_positions": self.max_positions}
+                "max_positions": self.max_positions, "jit_max_sentences": self.jit_max_sentences}
+
+    def output_limits(self, source_lengths):
+        """The most output tokens (end token included) for sources of `source_lengths` tokens (end token included):
+        `max_output_factor` · length + 10, as int32."""
+        return tf.cast(self.max_output_factor * tf.cast(source_lengths, tf.float32), tf.int32) + 10
 
     def source_ids(self, texts):
         """Strings (batch,) to padded source ids (batch, m): the tokens, cut to fit, then the end token."""
@@ -108,11 +126,16 @@ class Translator(tf.Module):
         with tf.control_dependencies([checked]):
             texts = tf.strings.unicode_transcode(texts, "UTF-8", "UTF-8", errors="replace")
         encoder_token_ids = self.source_ids(texts)
-        source_lengths = tf.reduce_sum(tf.cast(tf.not_equal(encoder_token_ids, PAD), tf.float32), axis=1)
-        limits = tf.cast(self.max_output_factor * source_lengths, tf.int32) + 10  # one limit per sentence
+        limits = self.output_limits(tf.reduce_sum(tf.cast(tf.not_equal(encoder_token_ids, PAD), tf.int32), axis=1))
         if self.method == "beam":
             def decode(ids, limits):
-                return beam_search(self.model, ids, limits, self.beam_size, self.length_penalty, return_steps=True)
+                def dynamic():
+                    return beam_search(self.model, ids, limits, self.beam_size, self.length_penalty,
+                                       return_steps=True)
+                if self._jit_beam_search is None:
+                    return dynamic()
+                return tf.cond(tf.shape(ids)[0] <= self.jit_max_sentences,
+                               lambda: self._jit_beam_search(ids, limits), dynamic)
         else:
             pick = greedy() if self.method == "greedy" else sampler(**self.sampling)
 

@@ -2,10 +2,10 @@
 
 import tensorflow as tf
 
-from kzoo.decoding.length_limit import force_end, row_limits
+from kzoo.decoding.beams import extend_beams, initial_beams
+from kzoo.decoding.length_limit import row_limits
 from kzoo.decoding.loop_shapes import loop_shapes
-from kzoo.layers.masks import MASKED_LOGIT
-from kzoo.text import END, START
+from kzoo.text import START
 
 
 def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalty=0.6, return_steps=False):
@@ -46,16 +46,9 @@ def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalt
     encoder_token_ids = tf.convert_to_tensor(encoder_token_ids, tf.int32)
     batch = tf.shape(encoder_token_ids)[0]
     limits, max_length = row_limits(max_length, batch)
-    vocabulary = model.target_vocabulary_size
     u, encoder_padding_mask = model.encode(encoder_token_ids)
     cache = model.initial_cache(u)  # encoder keys and values (batch, heads, m, dim): one per sentence, not per beam
     cache["self"] = tf.nest.map_structure(lambda t: tf.repeat(t, beam_size, axis=0), cache["self"])
-
-    def penalty(length):
-        return ((5.0 + tf.cast(length, tf.float32)) / 6.0) ** length_penalty
-
-    def gather(values, indices):  # values (n, k, ...), indices (n, j) -> (n, j, ...)
-        return tf.gather(values, indices, batch_dims=1)
 
     def step(i, sentences, last_token, alive_seq, alive_log_probs, finished_seq, finished_scores, cache, mask, rows,
              best):
@@ -64,29 +57,13 @@ def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalt
         # The previous step's reordering of the cache rows (n·beam, heads, i, dim) is applied here, once a step.
         cache = {"self": tf.nest.map_structure(lambda t: tf.gather(t, rows), cache["self"]), "cross": cache["cross"]}
         logits, cache = model.decode_step(last_token[:, None], i, cache, mask)
-        logits = force_end(tf.cast(logits[:, 0], tf.float32), i, tf.repeat(sentence_limits, beam_size))
-        log_probs = tf.nn.log_softmax(logits)  # (n·beam, V)
-        log_probs = tf.reshape(log_probs, [n, beam_size, vocabulary]) + alive_log_probs[:, :, None]
-        scores, flat_indices = tf.math.top_k(tf.reshape(log_probs, [n, beam_size * vocabulary]), 2 * beam_size)
-        origin, tokens = flat_indices // vocabulary, flat_indices % vocabulary  # (n, 2·beam)
-        column = tf.one_hot(i, tf.shape(alive_seq)[2], dtype=tf.int32)
-        candidates = gather(alive_seq, origin) + tokens[:, :, None] * column  # column i was still 0
-        ended = tf.equal(tokens, END)
+        beams = extend_beams(i, logits[:, 0], alive_log_probs, alive_seq, finished_seq, finished_scores,
+                             sentence_limits, beam_size, length_penalty)
+        last_token, alive_seq, alive_log_probs = beams.tokens, beams.alive_seq, beams.alive_log_probs
+        finished_seq, finished_scores, settled = beams.finished_seq, beams.finished_scores, beams.settled
+        rows = beams.origin + tf.range(n)[:, None] * beam_size  # (n, beam): the hypotheses' rows
 
-        alive_log_probs, keep = tf.math.top_k(tf.where(ended, MASKED_LOGIT, scores), beam_size)
-        alive_seq = gather(candidates, keep)
-        rows = gather(origin, keep) + tf.range(n)[:, None] * beam_size  # (n, beam): the hypotheses' rows
-
-        pooled_scores = tf.concat([finished_scores, tf.where(ended, scores / penalty(i + 1), MASKED_LOGIT)], axis=1)
-        finished_scores, top = tf.math.top_k(pooled_scores, beam_size)
-        finished_seq = gather(tf.concat([finished_seq, candidates], axis=1), top)
-        last_token = gather(tokens, keep)  # (n, beam)
-
-        # Log-probabilities only fall as a hypothesis grows and the penalty is largest at the limit, so an alive
-        # hypothesis can at best reach alive_log_probs / penalty(limit): a sentence whose worst finished hypothesis
-        # beats that, or that reached its limit, is settled. Its best hypothesis is final; it leaves the batch.
-        settled = (finished_scores[:, -1] > alive_log_probs[:, 0] / penalty(sentence_limits)) | (
-            i + 1 >= sentence_limits)
+        # A settled sentence's best hypothesis is final; it leaves the batch.
         best = tf.tensor_scatter_nd_update(best, tf.boolean_mask(sentences, settled)[:, None],
                                            tf.boolean_mask(finished_seq[:, 0], settled))
         left = tf.cast(tf.where(~settled)[:, 0], tf.int32)
@@ -100,16 +77,15 @@ def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalt
         return (i + 1, sentences, tf.reshape(last_token, [-1]), alive_seq, alive_log_probs, finished_seq,
                 finished_scores, cache, mask, tf.reshape(rows, [-1]), best)
 
-    empty = tf.zeros([batch, beam_size, max_length], tf.int32)
-    first_beam_only = tf.concat([tf.zeros([batch, 1]), tf.fill([batch, beam_size - 1], MASKED_LOGIT)], axis=1)
+    alive_seq, alive_log_probs, finished_seq, finished_scores = initial_beams(batch, beam_size, max_length)
     loop_vars = (
         tf.constant(0),
         tf.range(batch),
         tf.fill([batch * beam_size], START),
-        empty,
-        first_beam_only,
-        empty,
-        tf.fill([batch, beam_size], MASKED_LOGIT),
+        alive_seq,
+        alive_log_probs,
+        finished_seq,
+        finished_scores,
         cache,
         encoder_padding_mask,
         tf.range(batch * beam_size),

@@ -2,6 +2,7 @@
 
     python -m kzoo.export --run runs/multi30k --output saved_models/transformer_multi30k_en_de   # translator
     python -m kzoo.export --run runs/multi30k --output saved_models/NAME --quantize bfloat16     # quantized
+    python -m kzoo.export --run runs/multi30k --output saved_models/NAME --jit-max-sentences 8   # XLA, small batches
     python -m kzoo.export --run runs/minilm_sst2 --output saved_models/minilm_sst2              # classifier
     python -m kzoo.export --checkpoint path/to/all-MiniLM-L6-v2 --output saved_models/minilm_embedder
 
@@ -10,7 +11,8 @@ A run folder of `kzoo.train.translation_recipe` (model.keras, tokenizer.model) b
 whether it fine-tuned a public checkpoint or a backbone of kzoo's own pretraining; `--checkpoint` alone makes a
 sentence embedder. The version is written inside --output. `--quantize int8|bfloat16` (translators) stores the
 weight matrices quantized and `--compute-dtype` picks the dtype the decoder's matmuls run in (see
-`kzoo.export.export_translator`).
+`kzoo.export.export_translator`). `--jit-max-sentences N` (translators) decodes beam-search sub-batches of at most N
+sentences compiled by XLA (TF Serving then needs `--xla_cpu_compilation_enabled=true`).
 """
 
 import argparse
@@ -24,7 +26,7 @@ QUANTIZATIONS = ("int8", "bfloat16")  # kzoo.export.quantization.QUANTIZATIONS
 COMPUTE_DTYPES = ("float32", "bfloat16")  # kzoo.export.quantization.COMPUTE_DTYPES
 
 
-def export_translation_run(run, output, version=None, quantization=None, compute_dtype=None):
+def export_translation_run(run, output, version=None, quantization=None, compute_dtype=None, jit_max_sentences=0):
     import keras
 
     from kzoo.export.translator_export import export_translator
@@ -35,7 +37,8 @@ def export_translation_run(run, output, version=None, quantization=None, compute
     model = keras.saving.load_model(run / "model.keras", compile=False)  # no optimizer state in the export
     tokenizer = SubwordTokenizer.load(run / "tokenizer.model")
     translator = Translator(model, tokenizer, method="beam", beam_size=config["beam_size"],
-                            length_penalty=config["length_penalty"], max_source_length=config["max_length"])
+                            length_penalty=config["length_penalty"], max_source_length=config["max_length"],
+                            jit_max_sentences=jit_max_sentences)
     return export_translator(translator, output, version, quantization=quantization, compute_dtype=compute_dtype)
 
 
@@ -97,16 +100,24 @@ def main(argv=None):
                         "(per-channel scales, a quarter of the size) or bfloat16 (half); default float32")
     parser.add_argument("--compute-dtype", choices=COMPUTE_DTYPES, help="translator: the dtype its matmuls run in; "
                         "default bfloat16 with --quantize bfloat16, else float32")
+    parser.add_argument("--jit-max-sentences", type=int, default=0, metavar="N",
+                        help="translator: beam-search sub-batches of at most N sentences (a power of two, such as 8) "
+                             "decode compiled by XLA, about twice as fast for a few sentences; the version gets "
+                             "TF Serving warm-up requests, and TF Serving must run with "
+                             "--xla_cpu_compilation_enabled=true; 0 compiles nothing")
     args = parser.parse_args(argv)
-    translator_only = [flag for flag, value in (("--quantize", args.quantize), ("--compute-dtype", args.compute_dtype))
-                       if value]
+    if args.jit_max_sentences < 0 or args.jit_max_sentences & (args.jit_max_sentences - 1):
+        parser.error(f"--jit-max-sentences {args.jit_max_sentences} must be 0 or a power of two, such as 8")
+    translator_only = [flag for flag, value in (("--quantize", args.quantize), ("--compute-dtype", args.compute_dtype),
+                                                ("--jit-max-sentences", args.jit_max_sentences)) if value]
     if args.run:
         from kzoo.train.run import finished_run
 
         run = pathlib.Path(args.run)
         finished_run(run)  # an unfinished or failed run's files are not whole
         if (run / "model.keras").is_file() and (run / "tokenizer.model").is_file():
-            path = export_translation_run(run, args.output, args.version, args.quantize, args.compute_dtype)
+            path = export_translation_run(run, args.output, args.version, args.quantize, args.compute_dtype,
+                                          args.jit_max_sentences)
         elif translator_only:
             parser.error(f"{' and '.join(translator_only)} apply to translation runs only; {run} is not one")
         elif (run / "classifier.keras").is_file():

@@ -7,6 +7,8 @@ import tensorflow as tf
 
 from kzoo.export.quantization import QUANTIZATIONS, QuantizedWeights, computing_in
 from kzoo.export.saved_model_writer import write_saved_model
+from kzoo.export.translator_warmup import warmup_file
+from kzoo.serving.warmup import WARMUP_FILE
 from kzoo.translator import SETTINGS_FILE, Translator
 
 
@@ -20,6 +22,11 @@ def export_translator(translator, base_dir, version=None, quantization=None, com
     The version's assets.extra/ (which TF Serving ignores) holds translator.json (the decoding settings and the
     model's Keras config) and tokenizer.model, so that `kzoo.translator.Translator.load(version)` rebuilds the
     translator in Python, its weights read from the SavedModel's own variables.
+
+    A translator with `jit_max_sentences` (beam-search sub-batches of at most that many sentences decode compiled by
+    XLA) also gets assets.extra/tf_serving_warmup_requests: one request per compiled shape, which TF Serving replays
+    at load, so no user request waits for a compile. TF Serving runs such a version only with
+    `--xla_cpu_compilation_enabled=true`; TensorFlow's Python and C API loaders (kzoo's contract check) need no flag.
 
     `quantization="int8"` stores every weight matrix as int8 with a float32 scale per output channel (about a
     quarter of the size), `"bfloat16"` as bfloat16 (half); vectors stay float32. The graph dequantizes them once per
@@ -66,6 +73,8 @@ def export_translator(translator, base_dir, version=None, quantization=None, com
         description["quantization"] = {"weights": quantization, "compute_dtype": compute_dtype}
     extra_files = {SETTINGS_FILE: (json.dumps(description, indent=1) + "\n").encode("utf-8"),
                    "tokenizer.model": translator.tokenizer.model_proto}
+    if translator.method == "beam" and translator.jit_max_sentences:
+        extra_files[WARMUP_FILE] = warmup_file(translator)
     if weights is None:
         return write_saved_model(base_dir, version, serve, [model], extra_files=extra_files,
                                  tokenizer=translator.tokenizer)

@@ -140,9 +140,10 @@ class DecoderBlock(TransformerBlock):
         sizes of the layer's own key and value projections (heads first, as `MultiHead.key_value` gives them).
 
         Without `max_length`, a `GrowingCache` of no positions; with it, a (keys, values) tuple of `max_length` zero
-        positions that keeps its shape (for a compiled step)."""
+        positions that keeps its shape (for a compiled step; `max_length` may be a scalar tensor)."""
         kernels = (self.self_attention.key_kernel, self.self_attention.value_kernel)
-        shapes = [(batch, kernel.shape[1], max_length or 0, kernel.shape[2]) for kernel in kernels]
+        length = 0 if max_length is None else max_length
+        shapes = [(batch, kernel.shape[1], length, kernel.shape[2]) for kernel in kernels]
         zeros = tuple(ops.zeros(shape, dtype=dtype) for shape in shapes)
         return GrowingCache(*zeros) if max_length is None else zeros
 

@@ -17,6 +17,8 @@ It reads one JSON request per line on stdin and writes one JSON answer per line 
   (graph and function library) and the ops registered before and after the tensorflow-text libraries.
 A failed request gives `{"error": "..."}`, as TF Serving's error status would; the process goes on. A model that
 does not load gives one `{"error": "..."}` line (TensorFlow's message, as TF Serving would log it) and exit status 1.
+A version's warm-up requests (assets.extra/tf_serving_warmup_requests, see warmup.py) are replayed at load, before
+the ready line (which says how many and how long they took), as TF Serving replays them; one that fails fails the load.
 
 kzoo.serving.ContractLoader runs this script and speaks the protocol for Python callers.
 """
@@ -27,10 +29,12 @@ import importlib.util
 import json
 import pathlib
 import sys
+import time
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))  # run as a file: its siblings, not kzoo
 
 import rest_json  # noqa: E402
+import warmup  # noqa: E402
 import wire_format  # noqa: E402
 
 TF_TSTRING_SIZE = 24  # sizeof(TF_TString), tensorflow/core/platform/ctstring_internal.h
@@ -128,6 +132,24 @@ class CApiModel:
         self.meta_graph = ctypes.string_at(meta_graph.contents.data, meta_graph.contents.length)
         self.tf.TF_DeleteBuffer(meta_graph)
         self.signatures = wire_format.signatures(self.meta_graph)
+        self.warmup = self._warm_up(pathlib.Path(export_dir) / "assets.extra" / warmup.WARMUP_FILE)
+
+    def _warm_up(self, path):
+        """Replay the version's warm-up requests, as TF Serving does at load: {"requests": n, "seconds": s}, or None
+        without a warm-up file. A request that fails fails the load (TF Serving then does not serve the version)."""
+        if not path.is_file():
+            return None
+        start = time.perf_counter()
+        records = warmup.read_tfrecords(path.read_bytes())
+        if len(records) > warmup.MAX_RECORDS:
+            raise RuntimeError(f"{path} holds {len(records)} warm-up records; TF Serving reads at most "
+                               f"{warmup.MAX_RECORDS}.")
+        for k, record in enumerate(records):
+            try:
+                self.grpc(wire_format.logged_request(record))
+            except (RuntimeError, ValueError) as error:
+                raise RuntimeError(f"warm-up request {k} of {path} failed: {error}") from None
+        return {"requests": len(records), "seconds": round(time.perf_counter() - start, 3)}
 
     def _check(self, result, what):
         if self.tf.TF_GetCode(self.status) != 0:
@@ -267,7 +289,7 @@ def main(argv):
     requests = [{"rest": {"instances": ["abc", "de"]}}, {"rest": {"instances": [{"b64": 5}]}}]
     answers = subprocess.run([sys.executable, "-I", c_api_loader.__file__, "m/1"], capture_output=True, text=True,
                              input="".join(json.dumps(r) + "\\n" for r in requests)).stdout.splitlines()
-    assert json.loads(answers[0]) == {"ready": True, "python_modules": []}
+    assert json.loads(answers[0]) == {"ready": True, "python_modules": [], "warmup": None}  # no warm-up file
     assert json.loads(answers[1]) == {"rest": {"predictions": [3, 2]}}
     assert "not formatted correctly for base64 data" in json.loads(answers[2])["error"]  # and it went on
     ```
@@ -283,7 +305,7 @@ def main(argv):
     python_frameworks = sorted(name for name in ("tensorflow", "keras", "tf_keras") if name in sys.modules)
     if python_frameworks:
         raise RuntimeError(f"{python_frameworks} were imported: the contract process must run no framework Python.")
-    print(json.dumps({"ready": True, "python_modules": python_frameworks}), flush=True)
+    print(json.dumps({"ready": True, "python_modules": python_frameworks, "warmup": model.warmup}), flush=True)
     for line in sys.stdin:
         if line.strip():
             try:

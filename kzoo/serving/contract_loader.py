@@ -55,9 +55,11 @@ class ContractLoader:
     TensorFlow's or Keras's Python got imported), with the tensorflow-text op libraries registered, and talks to it
     over pipes. Requests are TF Serving's own: REST bodies (`rest`), serialized `PredictRequest`s (`grpc`).
 
-    A model that does not load raises `ServingError` with TensorFlow's cause (`Read less bytes than requested`,
-    `Checksum does not match ...`). A request TF Serving would refuse raises `ServingError` with the message TF
-    Serving sends; the loader process goes on.
+    The version's warm-up requests (assets.extra/tf_serving_warmup_requests) are replayed at load, as TF Serving
+    replays them; `warmup` says how many and how long they took (None without a warm-up file), and one that fails
+    fails the load. A model that does not load raises `ServingError` with TensorFlow's cause (`Read less bytes
+    than requested`, `Checksum does not match ...`). A request TF Serving would refuse raises `ServingError` with
+    the message TF Serving sends; the loader process goes on.
 
     Example:
     ```python
@@ -95,6 +97,7 @@ class ContractLoader:
             self.close()
             raise ServingError(f"{export_dir} does not load as TF Serving loads it: "
                                f"{tensorflow_cause(ready.get('error', ready))}")
+        self.warmup = ready.get("warmup")  # {"requests", "seconds"} replayed at load, or None without a warm-up file
         self.signatures = self._ask({"signatures": True})["signatures"]
 
     def _read(self):

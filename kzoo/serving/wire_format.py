@@ -329,6 +329,53 @@ def encode_tensor(dtype, shape, values):
     return out + encode_field(number, b"".join(_encode_varint(int(v)) for v in values)) if values else out
 
 
+def predict_request(inputs, signature_name="serving_default"):
+    """A serialized PredictRequest (model_spec 1 {signature_name 3}, inputs 2: map entries {key 1, value 2}) for
+    `inputs` ({name: (dtype, shape, flat values)}). No model name: TF Serving fills it from the URL, and warm-up
+    requests need none.
+
+    Example:
+    ```python
+    from tensorflow_serving.apis import predict_pb2
+    from kzoo.serving.wire_format import predict_request
+
+    request = predict_pb2.PredictRequest.FromString(predict_request({"text": ("string", [1], [b"A dog."])}))
+    assert request.model_spec.signature_name == "serving_default"
+    assert tf.make_ndarray(request.inputs["text"]).tolist() == [b"A dog."]
+    ```
+    """
+    entries = b"".join(encode_field(2, encode_field(1, name.encode("utf-8")) + encode_field(2, encode_tensor(*tensor)))
+                       for name, tensor in inputs.items())
+    return encode_field(1, encode_field(3, signature_name.encode("utf-8"))) + entries
+
+
+def prediction_log(request):
+    """A serialized PredictionLog (predict_log 6 {request 1}) around a serialized PredictRequest: a record of TF
+    Serving's warm-up file (tensorflow_serving/apis/prediction_log.proto).
+
+    Example:
+    ```python
+    from tensorflow_serving.apis import prediction_log_pb2
+    from kzoo.serving.wire_format import logged_request, prediction_log, predict_request
+
+    request = predict_request({"text": ("string", [1], [b"A dog."])})
+    log = prediction_log_pb2.PredictionLog.FromString(prediction_log(request))
+    assert log.predict_log.request.SerializeToString() == request and logged_request(prediction_log(request)) == request
+    ```
+    """
+    return encode_field(6, encode_field(1, request))
+
+
+def logged_request(log):
+    """The serialized PredictRequest inside a serialized PredictionLog; a `WireFormatError` for any other log (kzoo's
+    contract loader replays Predict logs only)."""
+    predict_log = field_value(log, 6)
+    if predict_log is None:
+        raise WireFormatError("a warm-up record that is not a PredictLog (field 6 of PredictionLog): kzoo's contract "
+                              "check replays Predict requests only.")
+    return field_value(predict_log, 1, b"")
+
+
 def decode_tensor(data):
     """A TensorProto as (dtype name, shape, flat values), from its typed `*_val` fields or its tensor_content 4.
 

@@ -4,6 +4,7 @@ import pytest
 import tensorflow as tf
 
 from kzoo.decoding import beam_search, generate, greedy_reference, sampler
+from kzoo.decoding.fixed_shape_beam_search import compiled_beam_search, fixed_shape_beam_search
 from kzoo.layers import DecoderBlock, MultiHead
 from kzoo.models import Transformer
 from kzoo.text import END
@@ -183,3 +184,43 @@ def test_sampler_rejects_bad_arguments(kwargs):
     name, value = next(iter(kwargs.items()))
     with pytest.raises(ValueError, match=f"{name}={value}"):
         sampler(**kwargs)
+
+
+@pytest.mark.parametrize("beam_size, length_penalty", [(3, 0.6), (1, 0.0), (4, 1.0)])
+def test_fixed_shapes_compiled_by_xla_give_beam_searchs_ids(model, beam_size, length_penalty):
+    limits = np.array([9, 4, 6], "int32")
+    compiled = tf.function(lambda ids, limits: fixed_shape_beam_search(model, ids, limits, 12, beam_size,
+                                                                       length_penalty), jit_compile=True)
+    ids, steps = compiled(SOURCE, limits)
+    reference, reference_steps = beam_search(model, SOURCE, limits, beam_size, length_penalty, return_steps=True)
+    np.testing.assert_array_equal(ids.numpy()[:, :9], reference.numpy())
+    assert not ids.numpy()[:, 9:].any() and int(steps) == int(reference_steps)
+    assert len({tuple(row) for row in reference.numpy().tolist()}) == 3  # three different translations
+
+
+def test_fixed_shapes_end_each_scripted_sentence_where_beam_search_does():
+    # Rows 0 and 1 end at steps 3 and 2; the search runs on for row 2 while their alive hypotheses keep going.
+    ids, steps = fixed_shape_beam_search(ScriptedModel(), np.ones((3, 2), "int32"), np.array([6, 6, 6]), 8, 3)
+    np.testing.assert_array_equal(ids, [[7, 8, END, 0, 0, 0, 0, 0], [7, END, 0, 0, 0, 0, 0, 0],
+                                        [5, 6, 7, 8, 9, END, 0, 0]])
+    assert int(steps) == 6
+
+
+def test_bucketed_compiled_search_pads_to_its_buckets_and_gives_beam_searchs_ids(model):
+    limits = np.array([9, 4, 6], "int32")
+    seen = []
+
+    def cache_length(padded_m):
+        seen.append(padded_m)
+        return padded_m + 10
+
+    decode = compiled_beam_search(model, 3, 0.6, cache_length, max_sentences=4)
+    ids, _ = decode(SOURCE, limits)  # 3 sentences of 7 tokens -> 4 of 16, a cache of 26 positions
+    np.testing.assert_array_equal(ids, beam_search(model, SOURCE, limits, beam_size=3))
+    assert int(seen[-1]) == 16
+    one, _ = decode(SOURCE[2:, :2], limits[2:])  # one sentence of 2 tokens -> 1 of 16
+    np.testing.assert_array_equal(one, beam_search(model, SOURCE[2:, :2], limits[2:], beam_size=3))
+    with pytest.raises(ValueError, match="max_sentences=3 must be a power of two"):
+        compiled_beam_search(model, 3, 0.6, cache_length, max_sentences=3)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="too many sentences"):
+        compiled_beam_search(model, 3, 0.6, cache_length, max_sentences=2)(SOURCE, limits)

@@ -1,0 +1,56 @@
+"""The warm-up requests of a translator whose small sub-batches decode compiled by XLA: one request per compiled
+shape, so that TF Serving compiles them all when it loads the version (replaying assets.extra/
+tf_serving_warmup_requests) instead of on a user's first request of each shape."""
+
+from kzoo.decoding.fixed_shape_beam_search import SOURCE_BUCKETS, sentence_buckets
+from kzoo.serving.warmup import tfrecords
+from kzoo.serving.wire_format import predict_request, prediction_log
+
+WORDS = ("a", "the", "and", "dog", "man", "in")  # tried in turn for a word that is one subword however repeated
+
+
+def warmup_batches(translator):
+    """Batches of text (lists of str) that reach every shape the translator's compiled beam search takes: for each
+    bucket of sentences (1, 2, 4, ... `jit_max_sentences`) and each source bucket up to `max_source_length`, that
+    many copies of a sentence whose tokens fill the bucket (a word repeated). [] when nothing is compiled.
+
+    Example:
+    ```python
+    from kzoo.export.translator_warmup import warmup_batches
+    from kzoo.translator import Translator
+
+    shipped = Translator.load(kzoo.data.shipped_model("transformer_multi30k_en_de"), jit_max_sentences=2)
+    batches = warmup_batches(shipped)  # 1 and 2 sentences of 16, 32, 64 and 128 source tokens
+    assert [len(batch) for batch in batches] == [1, 1, 1, 1, 2, 2, 2, 2] and batches[4][0].count(" ") == 14
+    ```
+    """
+    if translator.method != "beam" or not translator.jit_max_sentences:
+        return []
+    import tensorflow as tf
+
+    longest = translator.max_source_length
+    lengths = [m for m in SOURCE_BUCKETS if m < longest] + [longest]  # source tokens, the end token included
+    word = _one_piece_word(translator, longest)
+    texts = [" ".join([word] * (m - 1)) for m in lengths]
+    found = [int(n) for n in tf.reduce_sum(tf.cast(translator.source_ids(tf.constant(texts)) != 0, tf.int32), 1)]
+    assert found == lengths, (found, lengths)  # _one_piece_word checked the longest; every prefix is as regular
+    return [[text] * size for size in sentence_buckets(translator.jit_max_sentences) for text in texts]
+
+
+def _one_piece_word(translator, longest):
+    import tensorflow as tf
+
+    for word in WORDS:
+        ids = translator.tokenizer.tokenize(tf.constant([" ".join([word] * k) for k in (1, 2, 3, longest)]))
+        if [int(n) for n in ids.row_lengths()] == [1, 2, 3, longest]:
+            return word
+    raise ValueError(f"none of {WORDS} is a single subword of this tokenizer however often it is repeated: the "
+                     "warm-up requests cannot be made (export with jit_max_sentences=0).")
+
+
+def warmup_file(translator):
+    """The bytes of assets.extra/tf_serving_warmup_requests: one `serving_default` Predict request (input `text`)
+    per batch of `warmup_batches`, as PredictionLog records in a TFRecord file."""
+    return tfrecords([prediction_log(predict_request({"text": ("string", [len(batch)],
+                                                                [t.encode("utf-8") for t in batch])}))
+                      for batch in warmup_batches(translator)])
