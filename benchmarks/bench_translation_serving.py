@@ -1,9 +1,11 @@
 """Translation serving, text in → text out: kzoo's exported translator against CTranslate2 on the same weights.
 
 The shipped translator (saved_models/transformer_multi30k_en_de, its newest version: 3+3 post-LN blocks, d_model
-256, 8,000 shared SentencePiece pieces, with its own beam size and length penalty) served five ways, in one run:
+256, 8,000 shared SentencePiece pieces, with its own beam size and length penalty) served six ways, in one run:
 - kzoo SavedModel, TF Python: `tf.saved_model.load` and its `serving_default` (tokenizing, beam search and
-  detokenizing in the graph), with 2 intra-op and 2 inter-op threads.
+  detokenizing in the graph), with 2 intra-op and 2 inter-op threads. Where the newest version decodes small
+  sub-batches compiled by XLA (`jit_max_sentences`), the newest version without it (same weights) is a contender
+  too, so that the compiled path's gain is read in the same run.
 - kzoo SavedModel quantized, TF Python: `kzoo.export.export_translator(..., quantization="int8",
   compute_dtype="bfloat16")` of the same weights (int8 matrices, bfloat16 matmuls), loaded as the float32 one.
 - kzoo SavedModel, C API: `kzoo.serving.ContractLoader`, TF Serving's loading path (TensorFlow's C API, in its own
@@ -12,6 +14,8 @@ The shipped translator (saved_models/transformer_multi30k_en_de, its newest vers
   `quantization="int8"`), run by `ctranslate2.Translator` with 2 intra-op threads, through
   `kzoo.export.ctranslate2_export.translate_ctranslate2` (the kzoo tokenizer in Python, the translator's beam size,
   CTranslate2's length penalty that matches its GNMT one, `ctranslate2_length_penalty`, kzoo's output limits).
+Every contender first translates the newest version's warm-up requests (assets.extra/tf_serving_warmup_requests,
+which TF Serving and the C API loader replay at load), so no XLA compile falls in a timed call.
 Throughput: test_2016_flickr sorted by length in batches of 64, the same batches for every contender, the contenders
 taking turns on every batch; sentences/s and target tokens/s (subword pieces of the output, end token counted) per
 round, medians over rounds. Latency: single sentences, the contenders taking turns on each; p50 and p95 over all
@@ -39,6 +43,7 @@ from timing import OtherLoad
 from kzoo.data import multi30k, shipped_model
 from kzoo.export import export_ctranslate2, export_translator
 from kzoo.export.ctranslate2_export import ctranslate2_beam_options, translate_ctranslate2
+from kzoo.export.translator_warmup import warmup_batches
 from kzoo.serving import ContractLoader
 from kzoo.serving.model_config import saved_model_versions
 from kzoo.train.quality import translation_scores
@@ -61,8 +66,9 @@ def process_cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def contenders(version, translator, folder):
-    """{name: (translate(texts) -> strings, cpu_seconds() -> float, close())}."""
+def contenders(version, translator, folder, uncompiled=None):
+    """{name: (translate(texts) -> strings, cpu_seconds() -> float, close())}; `uncompiled`: a version of the same
+    weights without the XLA path, or None."""
     import ctranslate2
     import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the SavedModel's graph uses)
 
@@ -90,8 +96,14 @@ def contenders(version, translator, folder):
     def nothing():
         pass
 
+    previous = {}
+    if uncompiled is not None:
+        serve_uncompiled = tf.saved_model.load(str(uncompiled)).signatures["serving_default"]
+        previous = {f"kzoo SavedModel, version {uncompiled.name} (no XLA), TF Python": (saved_model(serve_uncompiled),
+                                                                                     own_cpu_seconds, nothing)}
     return {
         "kzoo SavedModel, TF Python": (saved_model(serve), own_cpu_seconds, nothing),
+        **previous,
         "kzoo SavedModel int8 weights + bfloat16 matmuls, TF Python": (saved_model(serve_quantized), own_cpu_seconds,
                                                                        nothing),
         "kzoo SavedModel, C API (TF Serving's loader)": (c_api, lambda: process_cpu_seconds(loader._process.pid),
@@ -129,12 +141,15 @@ def main(argv=None):
     singles = [english[i] for i in range(0, len(english), max(1, len(english) // args.singles))][: args.singles]
     versions = saved_model_versions(shipped_model(MODEL))
     translator = Translator.load(versions[-1])
+    uncompiled = None
+    if translator.jit_max_sentences and len(versions) > 1:
+        uncompiled = next((v for v in reversed(versions[:-1]) if not Translator.load(v).jit_max_sentences), None)
 
     with tempfile.TemporaryDirectory() as folder:
-        clients = contenders(versions[-1], translator, pathlib.Path(folder))
-        for translate, _, _ in clients.values():  # warm-up: traces, kernels, the loader's first run
-            translate(english[:2])
-            translate([english[0]])
+        clients = contenders(versions[-1], translator, pathlib.Path(folder), uncompiled)
+        for translate, _, _ in clients.values():  # warm-up: traces, kernels, XLA's compiles, the loader's first run
+            for texts in [english[:2], [english[0]], *warmup_batches(translator)]:
+                translate(texts)
         seconds = {name: [] for name in clients}  # per round: seconds over all batches
         cpu = {name: [] for name in clients}
         tokens = {name: 0 for name in clients}

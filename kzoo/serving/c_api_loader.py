@@ -1,6 +1,6 @@
 """Load a SavedModel the way TF Serving does and answer Predict requests, with no TensorFlow Python.
 
-    python kzoo/serving/c_api_loader.py saved_models/transformer_multi30k_en_de/4
+    python kzoo/serving/c_api_loader.py saved_models/transformer_multi30k_en_de/5 [--no-warmup]
 
 TF Serving loads a model with the C++ `tensorflow::LoadSavedModel` (tag "serve") and answers Predict with
 `Session::Run` on the tensor names of the requested SignatureDef. The TensorFlow wheel exports that loader through
@@ -114,7 +114,7 @@ class CApiModel:
     ```
     """
 
-    def __init__(self, export_dir, tensorflow_dir=None, text_ops_dir=None):
+    def __init__(self, export_dir, tensorflow_dir=None, text_ops_dir=None, warm_up=True):
         self.tf = _c_api(pathlib.Path(tensorflow_dir) if tensorflow_dir else package_dir("tensorflow"))
         self.status = self.tf.TF_NewStatus()  # one TF_Status, reused by every call
         self.core_ops = self._registered_ops()
@@ -132,7 +132,7 @@ class CApiModel:
         self.meta_graph = ctypes.string_at(meta_graph.contents.data, meta_graph.contents.length)
         self.tf.TF_DeleteBuffer(meta_graph)
         self.signatures = wire_format.signatures(self.meta_graph)
-        self.warmup = self._warm_up(pathlib.Path(export_dir) / "assets.extra" / warmup.WARMUP_FILE)
+        self.warmup = self._warm_up(pathlib.Path(export_dir) / "assets.extra" / warmup.WARMUP_FILE) if warm_up else None
 
     def _warm_up(self, path):
         """Replay the version's warm-up requests, as TF Serving does at load: {"requests": n, "seconds": s}, or None
@@ -275,7 +275,8 @@ class CApiModel:
 
 
 def main(argv):
-    """The script: load the SavedModel `argv[0]`, then answer one JSON request per stdin line (see the module's
+    """The script: load the SavedModel `argv[0]` (and replay its warm-up requests, unless `argv[1]` is
+    `--no-warmup`), then answer one JSON request per stdin line (see the module's
     docstring); returns the exit status.
 
     Example:
@@ -294,11 +295,11 @@ def main(argv):
     assert "not formatted correctly for base64 data" in json.loads(answers[2])["error"]  # and it went on
     ```
     """
-    if len(argv) != 1:
+    if len(argv) not in (1, 2) or argv[1:] not in ([], ["--no-warmup"]):
         print(__doc__, file=sys.stderr)
         return 2
     try:
-        model = CApiModel(argv[0])
+        model = CApiModel(argv[0], warm_up=argv[1:] != ["--no-warmup"])
     except RuntimeError as error:  # a model that does not load: say why, as TF Serving's log would
         print(json.dumps({"error": str(error)}), flush=True)
         return 1

@@ -1,7 +1,9 @@
 """`python -m kzoo.serving.check saved_models/NAME/VERSION ...`: check SavedModels against TF Serving's contract.
 
 For each SavedModel (a version folder, or a model folder, meaning its newest version, or `saved_models` itself,
-meaning every model's newest version), in a fresh process that loads it with TensorFlow's C API as TF Serving does:
+meaning every model's newest version), in a fresh process that loads it with TensorFlow's C API as TF Serving does
+(and replays its warm-up requests, assets.extra/tf_serving_warmup_requests, as TF Serving does; `--no-warmup` skips
+them):
 - the op audit for the targeted TF Serving release (`--tf-serving`, default 2.20.0) passes;
 - `serving_default` takes 1-D string inputs, and every output has the batch as its first dimension;
 - sample batches (plain, empty, overlong, non-ASCII text) give outputs of the signature's dtypes and shapes, equal
@@ -77,9 +79,10 @@ def _close(a, b, tolerance=1e-5):
     return math.isclose(a, b, rel_tol=tolerance, abs_tol=tolerance)
 
 
-def check_contract(export_dir, tf_serving=DEFAULT_TF_SERVING, texts=SAMPLE_TEXTS, compare_python=True):
+def check_contract(export_dir, tf_serving=DEFAULT_TF_SERVING, texts=SAMPLE_TEXTS, compare_python=True, warmup=True):
     """Check one SavedModel version; returns a list of problems (empty when it meets the contract). A model that
-    does not load raises `kzoo.serving.ServingError` with TensorFlow's cause.
+    does not load raises `kzoo.serving.ServingError` with TensorFlow's cause; so does a warm-up request that fails
+    (assets.extra/tf_serving_warmup_requests, replayed at load as TF Serving does, unless `warmup=False`).
 
     Example:
     ```python
@@ -93,7 +96,7 @@ def check_contract(export_dir, tf_serving=DEFAULT_TF_SERVING, texts=SAMPLE_TEXTS
     ```
     """
     problems = []
-    with ContractLoader(export_dir) as served:
+    with ContractLoader(export_dir, warmup=warmup) as served:
         audit = served.audit(tf_serving)
         problems += [f"op audit: {problem}" for problem in audit.problems]
         signature = served.signatures.get("serving_default")
@@ -141,7 +144,7 @@ def _compare(export_dir, inputs, outputs):
     return problems
 
 
-def check_paths(paths, tf_serving=DEFAULT_TF_SERVING, compare_python=True, print_line=print):
+def check_paths(paths, tf_serving=DEFAULT_TF_SERVING, compare_python=True, print_line=print, warmup=True):
     """Check every SavedModel the `paths` name (see `version_dirs`), each in its own loader process, whatever the
     others give: one line per model (`meets TF Serving's contract`, or `FAILS: ` and the causes, such as TensorFlow's
     `Read less bytes than requested`), then a summary. Returns {path: problems}.
@@ -168,7 +171,8 @@ def check_paths(paths, tf_serving=DEFAULT_TF_SERVING, compare_python=True, print
             export_dirs, results[str(path)] = [], [str(error)]
         for export_dir in export_dirs:
             try:
-                results[str(export_dir)] = check_contract(export_dir, tf_serving, compare_python=compare_python)
+                results[str(export_dir)] = check_contract(export_dir, tf_serving, compare_python=compare_python,
+                                                          warmup=warmup)
             except (ServingError, OSError) as error:  # it does not load, or its loader died: say why, go on
                 results[str(export_dir)] = [str(error)]
     for name, problems in results.items():
@@ -194,8 +198,10 @@ def main(argv=None):
     parser.add_argument("paths", nargs="+", help="SavedModel version folders, model folders or saved_models/")
     parser.add_argument("--tf-serving", default=DEFAULT_TF_SERVING, choices=sorted(TF_SERVING_RELEASES),
                         help="the TF Serving release whose ops the audit allows")
+    parser.add_argument("--no-warmup", dest="warmup", action="store_false",
+                        help="do not replay the versions' warm-up requests at load (TF Serving replays them)")
     args = parser.parse_args(argv)
-    results = check_paths(args.paths, args.tf_serving)
+    results = check_paths(args.paths, args.tf_serving, warmup=args.warmup)
     return 1 if any(results.values()) else 0
 
 

@@ -48,11 +48,27 @@ def test_shipped_translator_loads_in_python_and_translates_as_served():
     translator = Translator.load(SHIPPED)
     assert translator.settings() == {"method": "beam", "beam_size": 4, "length_penalty": 0.6, "max_source_length": 128,
                                      "max_output_factor": 1.5, "sampling": {}, "max_sentences": 512,
-                                     "max_positions": 8192}
+                                     "max_positions": 8192, "jit_max_sentences": 8}
     assert translator.model.count_params() == 7_577_600
     serve = tf.saved_model.load(str(SHIPPED)).signatures["serving_default"]
     served = [t.decode() for t in serve(text=tf.constant(sources[:6]))["translation"].numpy()]
     assert translator(sources[:6]) == served
+    # Version 5 holds version 4's weights; sub-batches of up to 8 sentences (here all 6) decode compiled by XLA, to
+    # version 4's strings (all 1,014 val and 1,000 test sentences, at batches of 1, 8 and 64, were compared at export).
+    version_4 = Translator.load(FOLDER / "4")
+    assert translator.jit_max_sentences == 8 and version_4.jit_max_sentences == 0 and version_4(sources[:6]) == served
     assert served[1] == "Ein Mann schläft in einem grünen Raum auf einem Sofa."
     newest = max(int(p.name) for p in SHIPPED.parent.iterdir() if p.name.isdigit())
     assert Translator.load(SHIPPED.parent).model.count_params() == 7_577_600 and newest >= 2
+
+
+def test_shipped_warmup_requests_reach_every_compiled_shape():
+    from kzoo.export.translator_warmup import warmup_batches
+    from kzoo.serving.warmup import WARMUP_FILE, read_tfrecords
+    from kzoo.serving.wire_format import decode_tensor, logged_request, map_entries
+    from kzoo.translator import Translator
+
+    records = read_tfrecords((SHIPPED / "assets.extra" / WARMUP_FILE).read_bytes())
+    batches = [[t.decode() for t in decode_tensor(map_entries(logged_request(r), 2)["text"])[2]] for r in records]
+    assert batches == warmup_batches(Translator.load(SHIPPED))
+    assert [len(batch) for batch in batches] == [1] * 4 + [2] * 4 + [4] * 4 + [8] * 4  # x sources of 16 to 128
