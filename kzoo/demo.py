@@ -35,13 +35,13 @@ def _shipped_translations(texts):
     import tensorflow_text  # noqa: F401  (registers the tf-text ops the graph uses)
 
     from kzoo.data import shipped_model
+    from kzoo.serving.model_config import saved_model_versions
 
     try:
         model = shipped_model(SHIPPED_MODEL)
     except FileNotFoundError:
         return [None] * len(texts)
-    newest = max((p for p in model.iterdir() if p.name.isdigit()), key=lambda p: int(p.name))
-    serve = tf.saved_model.load(str(newest)).signatures["serving_default"]
+    serve = tf.saved_model.load(str(saved_model_versions(model)[-1])).signatures["serving_default"]
     return [t.decode() for t in serve(text=tf.constant(texts))["translation"].numpy()]
 
 
@@ -50,7 +50,8 @@ def _stage(number, text):
 
 
 def main(argv=None):
-    """`python -m kzoo.demo [--output RUN] [--minutes M] [--train-pairs N]`: the five stages above.
+    """`python -m kzoo.demo [--output RUN] [--minutes M] [--train-pairs N] [--val-pairs N] [--steps-per-epoch N]`:
+    the five stages above.
 
     Example:
     ```python
@@ -65,12 +66,17 @@ def main(argv=None):
     parser.add_argument("--minutes", type=float, default=7.5, help="training time budget")
     parser.add_argument("--train-pairs", type=int, default=0,
                         help="train on the first this many Multi30k pairs (0: all 29,000; a few hundred: a smoke run)")
+    parser.add_argument("--val-pairs", type=int, default=0,
+                        help="validate and score on the first this many Multi30k val pairs (0: all 1,014)")
+    parser.add_argument("--steps-per-epoch", type=int, default=100,
+                        help="steps between the time-budget checks (training stops at the first epoch end past it)")
     args = parser.parse_args(argv)
     from kzoo.console import quiet_tensorflow
 
     quiet_tensorflow()
-    if args.minutes <= 0 or args.train_pairs < 0:
-        parser.error(f"--minutes {args.minutes:g} must be positive and --train-pairs {args.train_pairs} at least 0.")
+    if args.minutes <= 0 or args.train_pairs < 0 or args.val_pairs < 0 or args.steps_per_epoch < 1:
+        parser.error(f"--minutes {args.minutes:g} must be positive, --train-pairs {args.train_pairs} and --val-pairs "
+                     f"{args.val_pairs} at least 0, and --steps-per-epoch {args.steps_per_epoch} at least 1.")
 
     from kzoo.data import multi30k
     from kzoo.export import export_translator
@@ -84,13 +90,15 @@ def main(argv=None):
     train_pairs, val_pairs = multi30k("train"), multi30k("val")
     if args.train_pairs:
         train_pairs = (train_pairs[0][: args.train_pairs], train_pairs[1][: args.train_pairs])
+    if args.val_pairs:
+        val_pairs = (val_pairs[0][: args.val_pairs], val_pairs[1][: args.val_pairs])
     print(f"    {len(train_pairs[0])} training pairs, {len(val_pairs[0])} validation pairs")
 
     _stage(2, f"Training a small Transformer for about {args.minutes:g} minutes, then scoring validation BLEU")
-    # Short "epochs" of 100 steps, so the time budget stops training close to it. No checkpoint averaging: this
-    # early in training each checkpoint is much better than the one before.
-    config = TranslationConfig(warmup_steps=400, minutes=args.minutes, steps_per_epoch=100, epochs=1000,
-                               average_last=1, patience=1000)
+    # Short "epochs" (100 steps by default), so the time budget stops training close to it. No checkpoint averaging:
+    # this early in training each checkpoint is much better than the one before.
+    config = TranslationConfig(warmup_steps=400, minutes=args.minutes, steps_per_epoch=args.steps_per_epoch,
+                               epochs=1000, average_last=1, patience=1000)
     model, tokenizer, scores = train(config, output, train_pairs, val_pairs, test_pairs=(), verbose=2,
                                      methods=("greedy",))
     print(f"    trained {scores['epochs']} × {config.steps_per_epoch} steps in {scores['train_minutes']} min; "

@@ -10,25 +10,17 @@ from tests.tiny_translator import tiny_translator
 @pytest.fixture(scope="module")
 def sentences():
     english, _ = multi30k("val")
-    return english[:40:3]  # 14 sentences of 8 to 30 words
+    return english[:36:3]  # 12 sentences of 8 to 30 words
 
 
 def test_compiled_small_sub_batches_give_the_dynamic_translations(sentences):
     dynamic = tiny_translator(5, beam_size=3, max_source_length=24)
     compiled = tiny_translator(5, beam_size=3, max_source_length=24, jit_max_sentences=4)
-    assert compiled.settings() == {**dynamic.settings(), "jit_max_sentences": 4}
-    # One at a time and in threes: every sub-batch compiled; all 14 at once: the dynamic search too.
-    for batch_size in (1, 3, 14):
-        assert compiled.translate(sentences, batch_size=batch_size) == dynamic.translate(sentences, batch_size=14)
+    assert compiled.settings() == {**dynamic.settings(), "jit_max_sentences": 4}  # what save and export record
+    # One at a time: every sub-batch compiled; all 12 at once: sub-batches of more than 4 decode dynamically.
+    for batch_size in (1, 12):
+        assert compiled.translate(sentences, batch_size=batch_size) == dynamic.translate(sentences, batch_size=12)
     assert len(set(dynamic.translate(sentences))) >= 6  # the untrained model's noise differs: the comparison bites
-
-
-def test_a_saved_translator_keeps_its_compiled_search(tmp_path, sentences):
-    from kzoo.translator import Translator
-
-    translator = tiny_translator(5, beam_size=3, max_source_length=24, jit_max_sentences=2)
-    loaded = Translator.load(translator.save(tmp_path / "saved"))
-    assert loaded.jit_max_sentences == 2 and loaded(sentences[:1]) == translator(sentences[:1])
 
 
 @pytest.mark.parametrize("value", [3, -1, 2.0])
