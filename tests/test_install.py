@@ -22,7 +22,9 @@ REPOSITORY = pathlib.Path(__file__).resolve().parents[1]
 SHIPPED_TREES = ("data", "saved_models/transformer_multi30k_en_de")  # setup.cfg's package data
 # Flags that make `python -m kzoo.demo` finish in seconds (a tiny training budget). Empty until the demo has them;
 # then test_installed_demo_runs runs the demo from the wheel.
-DEMO_TINY_BUDGET = ("--minutes", "0.05", "--train-pairs", "300")  # make demo's job, on a smoke budget (a few steps)
+# make demo's job, on a smoke budget: 300 training pairs, epochs of 5 steps (training stops after the first, past 3
+# seconds), validation and its greedy BLEU on 20 val pairs.
+DEMO_TINY_BUDGET = ("--minutes", "0.05", "--train-pairs", "300", "--steps-per-epoch", "5", "--val-pairs", "20")
 
 CHECKS = r"""
 import json, pathlib, sys
@@ -141,3 +143,13 @@ def test_installed_demo_runs(environment):
     assert "same translations as in this process: True" in result.stdout
     assert "the shipped model" in result.stdout  # found the shipped translator in the installed package
     assert (elsewhere / "demo" / "run.json").is_file()
+    assert "trained 1 × 5 steps" in result.stdout and "20 validation pairs" in result.stdout  # the smoke budget held
+
+
+def test_demo_refuses_a_bad_budget(capsys):
+    from kzoo.demo import main
+
+    for flags in (["--val-pairs", "-1"], ["--steps-per-epoch", "0"]):
+        with pytest.raises(SystemExit):
+            main(["--output", "unused", *flags])
+        assert "--steps-per-epoch" in capsys.readouterr().err
