@@ -21,15 +21,19 @@ def _fixed_seed_and_policy():
 LONGEST_FIRST = (
     "tests/recipes/test_notebooks.py",
     "tests/train/test_bert_recipes.py",
+    "tests/train/test_fault_tolerance.py",
+    "tests/test_docstrings.py",
     "tests/test_install.py",
     "tests/models/test_bert_text_classifier.py",
-    "tests/train/test_fault_tolerance.py",
-    "tests/train/test_own_backbone_export.py",
-    "tests/test_backends.py",
     "tests/test_readme.py",
-    "tests/models/test_transformer.py",  # the longest of the layer and model files, which the JAX pass runs alone
+    "tests/models/test_bert_heads.py",  # with test_transformer and test_properties, the JAX pass's longest files
+    "tests/text/test_classification_batches.py",
+    "tests/models/test_bert_text_question_answerer.py",
+    "tests/models/test_bert_sentence_embedder.py",
+    "tests/test_backends.py",
+    "tests/train/test_own_backbone_export.py",
+    "tests/models/test_transformer.py",
     "tests/layers/test_properties.py",
-    "tests/models/test_bert_heads.py",
 )
 
 
