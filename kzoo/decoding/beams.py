@@ -18,17 +18,43 @@ class Beams(collections.namedtuple("Beams", ["tokens", "origin", "alive_seq", "a
     previous step it extends, by which the decoder cache's rows are reordered; alive_seq (n, beam, width) and
     alive_log_probs (n, beam); finished_seq (n, beam, width) and finished_scores (n, beam), the best first, scored
     with the length penalty; settled (n,): whether the sentence's best finished hypothesis is final.
+
+    Example:
+    ```python
+    from kzoo.decoding.beams import Beams
+
+    beams = Beams(*[None] * 7)._replace(settled=tf.constant([True, False]))
+    assert beams.settled.numpy().tolist() == [True, False] and beams._fields[0] == "tokens"
+    ```
     """
 
 
 def length_penalty_of(length, alpha):
-    """GNMT's length penalty lp(n) = ((5 + n) / 6)^α (Wu et al. 2016)."""
+    """GNMT's length penalty lp(n) = ((5 + n) / 6)^α (Wu et al. 2016).
+
+    Example:
+    ```python
+    from kzoo.decoding.beams import length_penalty_of
+
+    assert float(length_penalty_of(1, 0.6)) == 1.0 and abs(float(length_penalty_of(7, 1.0)) - 2.0) < 1e-6
+    ```
+    """
     return ((5.0 + tf.cast(length, tf.float32)) / 6.0) ** alpha
 
 
 def initial_beams(batch, beam_size, width):
     """(alive_seq, alive_log_probs, finished_seq, finished_scores) before the first step: every hypothesis empty,
-    only the first alive (so the first step's extensions are not beam_size copies of one), nothing finished."""
+    only the first alive (so the first step's extensions are not beam_size copies of one), nothing finished.
+
+    Example:
+    ```python
+    from kzoo.decoding.beams import initial_beams
+    from kzoo.layers.masks import MASKED_LOGIT
+
+    alive_seq, alive_log_probs, finished_seq, finished_scores = initial_beams(2, 3, width=5)
+    assert alive_seq.shape == (2, 3, 5) and alive_log_probs.numpy()[0].tolist() == [0.0, MASKED_LOGIT, MASKED_LOGIT]
+    ```
+    """
     empty = tf.zeros([batch, beam_size, width], tf.int32)
     first_beam_only = tf.concat([tf.zeros([batch, 1]), tf.fill([batch, beam_size - 1], MASKED_LOGIT)], axis=1)
     return empty, first_beam_only, empty, tf.fill([batch, beam_size], MASKED_LOGIT)

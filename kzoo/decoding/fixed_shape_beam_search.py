@@ -93,7 +93,15 @@ def smallest_at_least(sizes, n):
 
 
 def sentence_buckets(max_sentences):
-    """The batch sizes a compiled search pads to: the powers of two up to `max_sentences` (itself one)."""
+    """The batch sizes a compiled search pads to: the powers of two up to `max_sentences` (itself one).
+
+    Example:
+    ```python
+    from kzoo.decoding.fixed_shape_beam_search import sentence_buckets
+
+    assert sentence_buckets(8) == (1, 2, 4, 8)
+    ```
+    """
     if max_sentences < 1 or max_sentences & (max_sentences - 1):
         raise ValueError(f"max_sentences={max_sentences} must be a power of two (the largest bucket of sentences).")
     return tuple(2**k for k in range(max_sentences.bit_length()))

@@ -50,7 +50,18 @@ def _one_piece_word(translator, longest):
 
 def warmup_file(translator):
     """The bytes of assets.extra/tf_serving_warmup_requests: one `serving_default` Predict request (input `text`)
-    per batch of `warmup_batches`, as PredictionLog records in a TFRecord file."""
+    per batch of `warmup_batches`, as PredictionLog records in a TFRecord file.
+
+    Example:
+    ```python
+    from kzoo.export.translator_warmup import warmup_file
+    from kzoo.serving.warmup import read_tfrecords
+    from kzoo.translator import Translator
+
+    shipped = Translator.load(kzoo.data.shipped_model("transformer_multi30k_en_de"), jit_max_sentences=4)
+    assert len(read_tfrecords(warmup_file(shipped))) == 3 * 4  # 1, 2 or 4 sentences x 4 source buckets
+    ```
+    """
     return tfrecords([prediction_log(predict_request({"text": ("string", [len(batch)],
                                                                 [t.encode("utf-8") for t in batch])}))
                       for batch in warmup_batches(translator)])

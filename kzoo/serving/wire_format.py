@@ -368,7 +368,19 @@ def prediction_log(request):
 
 def logged_request(log):
     """The serialized PredictRequest inside a serialized PredictionLog; a `WireFormatError` for any other log (kzoo's
-    contract loader replays Predict logs only)."""
+    contract loader replays Predict logs only).
+
+    Example:
+    ```python
+    from kzoo.serving.wire_format import WireFormatError, encode_field, logged_request
+
+    assert logged_request(encode_field(6, encode_field(1, b"request"))) == b"request"
+    try:
+        logged_request(encode_field(2, b"a classify log"))
+    except WireFormatError as error:
+        assert "not a PredictLog" in str(error)
+    ```
+    """
     predict_log = field_value(log, 6)
     if predict_log is None:
         raise WireFormatError("a warm-up record that is not a PredictLog (field 6 of PredictionLog): kzoo's contract "
