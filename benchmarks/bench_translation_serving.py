@@ -37,7 +37,7 @@ import tempfile
 import time
 
 import tensorflow as tf
-from results_file import environment, machine_load, replace_section
+from results_file import environment_line, machine_load, replace_section
 from timing import OtherLoad
 
 from kzoo.data import multi30k, shipped_model
@@ -129,7 +129,7 @@ def main(argv=None):
     tf.config.threading.set_intra_op_parallelism_threads(THREADS)
     tf.config.threading.set_inter_op_parallelism_threads(THREADS)
     load_before, other = os.getloadavg(), OtherLoad()
-    env = environment()
+    env = environment_line()
 
     english, german = multi30k("test_2016_flickr")
     if args.quick:
@@ -195,7 +195,7 @@ def main(argv=None):
     text = "\n".join([
         "## Translation serving: kzoo's exported translator and CTranslate2, same weights",
         "",
-        f"{env['date']} · `{env['command']}` · {env['cpu']} · {env['versions']} · CTranslate2 "
+        f"{env} · CTranslate2 "
         f"{__import__('ctranslate2').__version__}",
         "",
         f"The shipped translator ({MODEL}/{versions[-1].name}), beam {translator.beam_size} (length penalty "

@@ -19,7 +19,7 @@ import tempfile
 import time
 
 import ctranslate2
-from results_file import environment, machine_load, replace_section
+from results_file import environment_line, machine_load, replace_section
 
 from kzoo.data import multi30k, shipped_model
 from kzoo.export import export_ctranslate2
@@ -77,7 +77,7 @@ def main():
     text = "\n".join([
         "## Translation serving: CTranslate2 alone in its process",
         "",
-        f"{environment()} · CTranslate2 {ctranslate2.__version__}",
+        f"{environment_line()} · CTranslate2 {ctranslate2.__version__}",
         "",
         f"The shipped translator (transformer_multi30k_en_de/{version}) converted by `kzoo.export.export_ctranslate2`, "
         f"test_2016_flickr ({len(english)} sentences) sorted by length in batches of 64, {args.rounds} rounds, then "

@@ -23,7 +23,7 @@ import argparse
 import os
 import time
 
-from results_file import environment, machine_load, replace_section
+from results_file import environment_line, machine_load, replace_section
 
 SECTION = "decoding-xla-study"
 DYNAMIC = "dynamic (kzoo.decoding.beam_search)"  # the reference decoder's row
@@ -128,7 +128,7 @@ def main():
     text = "\n".join([
         "## Decoding: a compiled (XLA) fixed-shape beam search against kzoo's dynamic one (issue 20)",
         "",
-        f"{environment()}",
+        environment_line(),
         "",
         f"The shipped weights (transformer_multi30k_en_de/{version.name}, beam {translator.beam_size}, α "
         f"{translator.length_penalty}), token ids in and out (tokenizing is the same for all and left out), Multi30k "

@@ -52,6 +52,12 @@ def machine_load(before, after):
             f"{', '.join(f'{x:.2f}' for x in after)} after")
 
 
+def environment_line():
+    """`environment()` as a section's header line: date · `command` · CPU · versions."""
+    env = environment()
+    return f"{env['date']} · `{env['command']}` · {env['cpu']} · {env['versions']}"
+
+
 def environment():
     """Date, command, CPU and library versions, for the header of a benchmark's section."""
     import keras

@@ -13,7 +13,7 @@ Usage:
 import argparse
 import os
 
-from results_file import environment, machine_load, replace_section
+from results_file import environment_line, machine_load, replace_section
 
 from kzoo.data import multi30k, shipped_model
 from kzoo.serving.model_config import saved_model_versions
@@ -45,7 +45,7 @@ def main():
     text = "\n".join([
         "## Translation study: decoding settings on val (issue 21)",
         "",
-        f"{environment()}",
+        environment_line(),
         "",
         f"The shipped weights (transformer_multi30k_en_de/{version}, trained with beam 4, α 0.6 as its setting) as a "
         f"Python `Translator`, Multi30k val ({len(english)} sentences), batches of 64; sacreBLEU cased (13a) and chrF. "

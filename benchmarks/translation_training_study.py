@@ -24,7 +24,7 @@ import json
 import os
 import pathlib
 
-from results_file import environment, machine_load, read_section, replace_section
+from results_file import environment_line, machine_load, read_section, replace_section
 
 from kzoo.data import multi30k
 from kzoo.train.callbacks import average_weights
@@ -110,7 +110,7 @@ def main():
     text = "\n".join([
         "## Translation study: training settings on val (issue 21)",
         "",
-        f"{environment()}",
+        environment_line(),
         "",
         "Runs of `python -m kzoo.train.translation_recipe` on the 2-core machine, each scored at a fixed shorter "
         "budget and at its whole one: the epochs that ended inside the budget (minutes of training, from the run's "
