@@ -249,11 +249,7 @@ class CApiModel:
                   for key, value in wire_format.map_entries(request, 2).items()}
         output_filter = [value.decode("utf-8") for value in wire_format.field_list(request, 3)]
         outputs = self.run(name, inputs, output_filter)
-        response = b"".join(
-            wire_format.encode_field(1, wire_format.encode_field(1, key.encode("utf-8"))
-                                     + wire_format.encode_field(2, wire_format.encode_tensor(*tensor)))
-            for key, tensor in outputs.items())
-        return response + wire_format.encode_field(2, model_spec)
+        return wire_format.encode_tensor_map(1, outputs) + wire_format.encode_field(2, model_spec)
 
     def answer(self, request):
         """One protocol request (a dict) to its answer (a dict)."""

@@ -329,6 +329,22 @@ def encode_tensor(dtype, shape, values):
     return out + encode_field(number, b"".join(_encode_varint(int(v)) for v in values)) if values else out
 
 
+def encode_tensor_map(number, tensors):
+    """A `map<string, TensorProto>` field `number` (PredictRequest.inputs, PredictResponse.outputs): one entry
+    {key 1, value 2} per name of `tensors` ({name: (dtype, shape, flat values)}).
+
+    Example:
+    ```python
+    from kzoo.serving.wire_format import decode_tensor, encode_tensor_map, map_entries
+
+    data = encode_tensor_map(2, {"text": ("string", [1], [b"A dog."])})
+    assert decode_tensor(map_entries(data, 2)["text"]) == ("string", [1], [b"A dog."])
+    ```
+    """
+    return b"".join(encode_field(number, encode_field(1, name.encode("utf-8")) + encode_field(2, encode_tensor(*t)))
+                    for name, t in tensors.items())
+
+
 def predict_request(inputs, signature_name="serving_default"):
     """A serialized PredictRequest (model_spec 1 {signature_name 3}, inputs 2: map entries {key 1, value 2}) for
     `inputs` ({name: (dtype, shape, flat values)}). No model name: TF Serving fills it from the URL, and warm-up
@@ -344,9 +360,7 @@ def predict_request(inputs, signature_name="serving_default"):
     assert tf.make_ndarray(request.inputs["text"]).tolist() == [b"A dog."]
     ```
     """
-    entries = b"".join(encode_field(2, encode_field(1, name.encode("utf-8")) + encode_field(2, encode_tensor(*tensor)))
-                       for name, tensor in inputs.items())
-    return encode_field(1, encode_field(3, signature_name.encode("utf-8"))) + entries
+    return encode_field(1, encode_field(3, signature_name.encode("utf-8"))) + encode_tensor_map(2, inputs)
 
 
 def prediction_log(request):
