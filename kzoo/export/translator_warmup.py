@@ -26,28 +26,25 @@ def warmup_batches(translator):
     """
     if translator.method != "beam" or not translator.jit_max_sentences:
         return []
-    import tensorflow as tf
-
-    longest = translator.max_source_length
-    lengths = [m for m in SOURCE_BUCKETS if m < longest] + [longest]  # source tokens, the end token included
-    word = _one_piece_word(translator, longest)
-    texts = [" ".join([word] * (m - 1)) for m in lengths]
-    found = [int(n) for n in tf.reduce_sum(tf.cast(translator.source_ids(tf.constant(texts)) != 0, tf.int32), 1)]
-    if found != lengths:
-        raise ValueError(f"the warm-up sentences of '{word}' repeated tokenize to {found} source tokens, not the "
-                         f"buckets {lengths}: export with jit_max_sentences=0, or report this tokenizer.")
+    lengths = [m for m in SOURCE_BUCKETS if m < translator.max_source_length] + [translator.max_source_length]
+    texts = _filling_texts(translator, lengths)
     return [[text] * size for size in sentence_buckets(translator.jit_max_sentences) for text in texts]
 
 
-def _one_piece_word(translator, longest):
+def _filling_texts(translator, lengths):
+    """One text per length of `lengths` (source tokens, the end token included, as `source_ids` counts them): a
+    word of `WORDS` repeated, the first whose repeats give exactly those lengths."""
     import tensorflow as tf
 
+    from kzoo.text import PAD
+
     for word in WORDS:
-        ids = translator.tokenizer.tokenize(tf.constant([" ".join([word] * k) for k in (1, 2, 3, longest)]))
-        if [int(n) for n in ids.row_lengths()] == [1, 2, 3, longest]:
-            return word
-    raise ValueError(f"none of {WORDS} is a single subword of this tokenizer however often it is repeated: the "
-                     "warm-up requests cannot be made (export with jit_max_sentences=0).")
+        texts = [" ".join([word] * (m - 1)) for m in lengths]
+        ids = translator.source_ids(tf.constant(texts))
+        if tf.reduce_sum(tf.cast(tf.not_equal(ids, PAD), tf.int32), axis=1).numpy().tolist() == lengths:
+            return texts
+    raise ValueError(f"none of {WORDS}, repeated, tokenizes to the source lengths {lengths} (one subword a word): "
+                     "the warm-up requests cannot be made (export with jit_max_sentences=0).")
 
 
 def warmup_file(translator):
