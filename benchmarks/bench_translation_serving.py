@@ -29,6 +29,7 @@ Usage:
 """
 
 import argparse
+import json
 import os
 import pathlib
 import resource
@@ -47,12 +48,18 @@ from kzoo.export.translator_warmup import warmup_batches
 from kzoo.serving import ContractLoader
 from kzoo.serving.model_config import saved_model_versions
 from kzoo.train.quality import translation_scores
-from kzoo.translator import Translator
+from kzoo.translator import SETTINGS_FILE, Translator
 
 SECTION = "translation-serving"
 THREADS = 2
 BATCH = 64
 MODEL = "transformer_multi30k_en_de"
+
+
+def recorded_settings(version):
+    """The decoding settings an exported translator version records (assets.extra/translator.json), without loading
+    its weights."""
+    return json.loads((version / "assets.extra" / SETTINGS_FILE).read_text())["settings"]
 
 
 def own_cpu_seconds():
@@ -143,7 +150,8 @@ def main(argv=None):
     translator = Translator.load(versions[-1])
     uncompiled = None
     if translator.jit_max_sentences and len(versions) > 1:
-        uncompiled = next((v for v in reversed(versions[:-1]) if not Translator.load(v).jit_max_sentences), None)
+        uncompiled = next((v for v in reversed(versions[:-1]) if not recorded_settings(v).get("jit_max_sentences")),
+                          None)
 
     with tempfile.TemporaryDirectory() as folder:
         clients = contenders(versions[-1], translator, pathlib.Path(folder), uncompiled)
