@@ -26,7 +26,8 @@ QUANTIZATIONS = ("int8", "bfloat16")  # kzoo.export.quantization.QUANTIZATIONS
 COMPUTE_DTYPES = ("float32", "bfloat16")  # kzoo.export.quantization.COMPUTE_DTYPES
 
 
-def export_translation_run(run, output, version=None, quantization=None, compute_dtype=None, jit_max_sentences=0):
+def export_translation_run(run, output, version=None, quantization=None, compute_dtype=None, jit_max_sentences=0,
+                           lanes=1):
     import keras
 
     from kzoo.export.translator_export import export_translator
@@ -38,7 +39,7 @@ def export_translation_run(run, output, version=None, quantization=None, compute
     tokenizer = SubwordTokenizer.load(run / "tokenizer.model")
     translator = Translator(model, tokenizer, method="beam", beam_size=config["beam_size"],
                             length_penalty=config["length_penalty"], max_source_length=config["max_length"],
-                            jit_max_sentences=jit_max_sentences)
+                            jit_max_sentences=jit_max_sentences, lanes=lanes)
     return export_translator(translator, output, version, quantization=quantization, compute_dtype=compute_dtype)
 
 
@@ -105,11 +106,19 @@ def main(argv=None):
                              "decode compiled by XLA, about twice as fast for a few sentences; the version gets "
                              "TF Serving warm-up requests, and TF Serving must run with "
                              "--xla_cpu_compilation_enabled=true; 0 compiles nothing")
+    parser.add_argument("--lanes", type=int, default=1, metavar="N",
+                        help="translator: decode a request's sentences in N independent lanes at once (the number "
+                             "of cores the server gives one request; serve with one intra-op thread, TF Serving's "
+                             "--tensorflow_intra_op_parallelism=1); same translations, 1 decodes one sub-batch "
+                             "after another")
     args = parser.parse_args(argv)
+    if args.lanes < 1:
+        parser.error(f"--lanes {args.lanes} must be a positive integer, such as the number of cores")
     if args.jit_max_sentences < 0 or args.jit_max_sentences & (args.jit_max_sentences - 1):
         parser.error(f"--jit-max-sentences {args.jit_max_sentences} must be 0 or a power of two, such as 8")
     translator_only = [flag for flag, value in (("--quantize", args.quantize), ("--compute-dtype", args.compute_dtype),
-                                                ("--jit-max-sentences", args.jit_max_sentences)) if value]
+                                                ("--jit-max-sentences", args.jit_max_sentences),
+                                                ("--lanes", args.lanes != 1)) if value]
     if args.run:
         from kzoo.train.run import finished_run
 
@@ -117,7 +126,7 @@ def main(argv=None):
         finished_run(run)  # an unfinished or failed run's files are not whole
         if (run / "model.keras").is_file() and (run / "tokenizer.model").is_file():
             path = export_translation_run(run, args.output, args.version, args.quantize, args.compute_dtype,
-                                          args.jit_max_sentences)
+                                          args.jit_max_sentences, args.lanes)
         elif translator_only:
             parser.error(f"{' and '.join(translator_only)} apply to translation runs only; {run} is not one")
         elif (run / "classifier.keras").is_file():

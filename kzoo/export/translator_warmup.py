@@ -12,7 +12,8 @@ WORDS = ("a", "the", "and", "dog", "man", "in")  # tried in turn for a word that
 def warmup_batches(translator):
     """Batches of text (lists of str) that reach every shape the translator's compiled beam search takes: for each
     bucket of sentences (1, 2, 4, ... `jit_max_sentences`) and each source bucket up to `max_source_length`, that
-    many copies of a sentence whose tokens fill the bucket (a word repeated). [] when nothing is compiled.
+    many copies of a sentence whose tokens fill the bucket (a word repeated), times the translator's `lanes` (each
+    lane then decodes exactly a bucket's sentences). [] when nothing is compiled.
 
     Example:
     ```python
@@ -22,13 +23,16 @@ def warmup_batches(translator):
     shipped = Translator.load(kzoo.data.shipped_model("transformer_multi30k_en_de"), jit_max_sentences=2)
     batches = warmup_batches(shipped)  # 1 and 2 sentences of 16, 32, 64 and 128 source tokens
     assert [len(batch) for batch in batches] == [1, 1, 1, 1, 2, 2, 2, 2] and batches[4][0].count(" ") == 14
+    two_lanes = Translator.load(kzoo.data.shipped_model("transformer_multi30k_en_de"), jit_max_sentences=2, lanes=2)
+    assert [len(batch) for batch in warmup_batches(two_lanes)][::4] == [2, 4]  # a bucket's sentences in each lane
     ```
     """
     if translator.method != "beam" or not translator.jit_max_sentences:
         return []
     lengths = [m for m in SOURCE_BUCKETS if m < translator.max_source_length] + [translator.max_source_length]
     texts = _filling_texts(translator, lengths)
-    return [[text] * size for size in sentence_buckets(translator.jit_max_sentences) for text in texts]
+    return [[text] * (size * translator.lanes) for size in sentence_buckets(translator.jit_max_sentences)
+            for text in texts]
 
 
 def _filling_texts(translator, lengths):

@@ -1,6 +1,7 @@
 """Load a SavedModel the way TF Serving does and answer Predict requests, with no TensorFlow Python.
 
     python kzoo/serving/c_api_loader.py saved_models/transformer_multi30k_en_de/5 [--no-warmup]
+        [--tensorflow_intra_op_parallelism=N] [--tensorflow_inter_op_parallelism=N]
 
 TF Serving loads a model with the C++ `tensorflow::LoadSavedModel` (tag "serve") and answers Predict with
 `Session::Run` on the tensor names of the requested SignatureDef. The TensorFlow wheel exports that loader through
@@ -19,6 +20,7 @@ A failed request gives `{"error": "..."}`, as TF Serving's error status would; t
 does not load gives one `{"error": "..."}` line (TensorFlow's message, as TF Serving would log it) and exit status 1.
 A version's warm-up requests (assets.extra/tf_serving_warmup_requests, see warmup.py) are replayed at load, before
 the ready line (which says how many and how long they took), as TF Serving replays them; one that fails fails the load.
+The two thread flags are TF Serving's own, with its meaning (0, the default: one thread per core).
 
 kzoo.serving.ContractLoader runs this script and speaks the protocol for Python callers.
 """
@@ -74,6 +76,7 @@ def _c_api(tensorflow_dir):
     signatures = {
         "TF_NewStatus": (p, []), "TF_DeleteStatus": (None, [p]), "TF_GetCode": (i, [p]),
         "TF_Message": (ctypes.c_char_p, [p]), "TF_NewGraph": (p, []), "TF_NewSessionOptions": (p, []),
+        "TF_SetConfig": (None, [p, ctypes.c_char_p, s, p]),
         "TF_NewBuffer": (ctypes.POINTER(_Buffer), []), "TF_DeleteBuffer": (None, [ctypes.POINTER(_Buffer)]),
         "TF_LoadSessionFromSavedModel": (p, [p, p, ctypes.c_char_p, ctypes.POINTER(ctypes.c_char_p), i, p,
                                              ctypes.POINTER(_Buffer), p]),
@@ -114,7 +117,8 @@ class CApiModel:
     ```
     """
 
-    def __init__(self, export_dir, tensorflow_dir=None, text_ops_dir=None, warm_up=True):
+    def __init__(self, export_dir, tensorflow_dir=None, text_ops_dir=None, warm_up=True, intra_op_parallelism=0,
+                 inter_op_parallelism=0):
         self.tf = _c_api(pathlib.Path(tensorflow_dir) if tensorflow_dir else package_dir("tensorflow"))
         self.status = self.tf.TF_NewStatus()  # one TF_Status, reused by every call
         self.core_ops = self._registered_ops()
@@ -125,8 +129,12 @@ class CApiModel:
         self.graph = self.tf.TF_NewGraph()
         meta_graph = self.tf.TF_NewBuffer()
         tags = (ctypes.c_char_p * 1)(b"serve")
+        options = self.tf.TF_NewSessionOptions()
+        config = wire_format.session_config(intra_op_parallelism, inter_op_parallelism)
+        if config:
+            self._check(self.tf.TF_SetConfig(options, config, len(config), self.status), "TF_SetConfig")
         self.session = self.tf.TF_LoadSessionFromSavedModel(
-            self.tf.TF_NewSessionOptions(), None, str(export_dir).encode(), tags, 1, self.graph, meta_graph,
+            options, None, str(export_dir).encode(), tags, 1, self.graph, meta_graph,
             self.status)
         self._check(self.session, f"TF_LoadSessionFromSavedModel({export_dir})")
         self.meta_graph = ctypes.string_at(meta_graph.contents.data, meta_graph.contents.length)
@@ -271,8 +279,9 @@ class CApiModel:
 
 
 def main(argv):
-    """The script: load the SavedModel `argv[0]` (and replay its warm-up requests, unless `argv[1]` is
-    `--no-warmup`), then answer one JSON request per stdin line (see the module's
+    """The script: load the SavedModel `argv[0]` (and replay its warm-up requests, unless a flag is `--no-warmup`;
+    with TF Serving's thread flags, `--tensorflow_intra_op_parallelism=N` and `--tensorflow_inter_op_parallelism=N`,
+    its session runs with those threads), then answer one JSON request per stdin line (see the module's
     docstring); returns the exit status.
 
     Example:
@@ -291,11 +300,20 @@ def main(argv):
     assert "not formatted correctly for base64 data" in json.loads(answers[2])["error"]  # and it went on
     ```
     """
-    if len(argv) not in (1, 2) or argv[1:] not in ([], ["--no-warmup"]):
+    threads = {"--tensorflow_intra_op_parallelism": 0, "--tensorflow_inter_op_parallelism": 0}
+    for flag in argv[1:]:
+        name, _, value = flag.partition("=")
+        if name in threads and value.isdigit():
+            threads[name] = int(value)
+        elif flag != "--no-warmup":
+            argv = []
+    if not argv:
         print(__doc__, file=sys.stderr)
         return 2
     try:
-        model = CApiModel(argv[0], warm_up=argv[1:] != ["--no-warmup"])
+        model = CApiModel(argv[0], warm_up="--no-warmup" not in argv[1:],
+                          intra_op_parallelism=threads["--tensorflow_intra_op_parallelism"],
+                          inter_op_parallelism=threads["--tensorflow_inter_op_parallelism"])
     except RuntimeError as error:  # a model that does not load: say why, as TF Serving's log would
         print(json.dumps({"error": str(error)}), flush=True)
         return 1

@@ -57,9 +57,11 @@ class ContractLoader:
 
     The version's warm-up requests (assets.extra/tf_serving_warmup_requests) are replayed at load, as TF Serving
     replays them (unless `warmup=False`); `warmup` says how many and how long they took (None without a warm-up
-    file or replay), and one that fails fails the load. A model that does not load raises `ServingError` with
-    TensorFlow's cause (`Read less bytes than requested`, `Checksum does not match ...`). A request TF Serving would
-    refuse raises `ServingError` with the message TF Serving sends; the loader process goes on.
+    file or replay), and one that fails fails the load. `intra_op_parallelism` and `inter_op_parallelism` are TF
+    Serving's `--tensorflow_intra_op_parallelism` / `--tensorflow_inter_op_parallelism` (0: one thread per core).
+    A model that does not load raises `ServingError` with TensorFlow's cause (`Read less bytes than requested`,
+    `Checksum does not match ...`). A request TF Serving would refuse raises `ServingError` with the message TF
+    Serving sends; the loader process goes on.
 
     Example:
     ```python
@@ -81,7 +83,7 @@ class ContractLoader:
     ```
     """
 
-    def __init__(self, export_dir, timeout=600, warmup=True):
+    def __init__(self, export_dir, timeout=600, warmup=True, intra_op_parallelism=0, inter_op_parallelism=0):
         export_dir = pathlib.Path(export_dir)
         if not (export_dir / "saved_model.pb").is_file():
             raise FileNotFoundError(f"{export_dir} has no saved_model.pb: pass a version folder, such as "
@@ -89,7 +91,9 @@ class ContractLoader:
         self.export_dir = export_dir
         self.timeout = timeout
         self._log = tempfile.TemporaryFile(mode="w+")  # TensorFlow's log: a file, so a full pipe never blocks it
-        flags = [] if warmup else ["--no-warmup"]
+        flags = ([] if warmup else ["--no-warmup"]) + [
+            f"--tensorflow_{kind}_op_parallelism={threads}"
+            for kind, threads in (("intra", intra_op_parallelism), ("inter", inter_op_parallelism)) if threads]
         self._process = subprocess.Popen([sys.executable, "-I", str(LOADER), str(export_dir.resolve()), *flags],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
                                          text=True, bufsize=1)

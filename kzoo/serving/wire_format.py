@@ -307,6 +307,24 @@ def encode_field(number, value):
     return _encode_varint(number << 3 | 2) + _encode_varint(len(value)) + bytes(value)
 
 
+def session_config(intra_op_parallelism=0, inter_op_parallelism=0):
+    """A serialized tensorflow.ConfigProto with these thread counts (its fields 2 and 5; 0: TensorFlow's default, one
+    thread per core), what TF Serving's `--tensorflow_intra_op_parallelism` / `--tensorflow_inter_op_parallelism`
+    set for its sessions.
+
+    Example:
+    ```python
+    from kzoo.serving.wire_format import session_config
+
+    assert session_config(1, 2) == tf.compat.v1.ConfigProto(intra_op_parallelism_threads=1,
+                                                            inter_op_parallelism_threads=2).SerializeToString()
+    assert session_config() == b""
+    ```
+    """
+    return b"".join(encode_field(number, value) for number, value in ((2, intra_op_parallelism),
+                                                                      (5, inter_op_parallelism)) if value)
+
+
 def encode_tensor(dtype, shape, values):
     """A TensorProto (dtype 1, tensor_shape 2, then float_val 5 / int_val 7 / string_val 8 / int64_val 10 /
     bool_val 11) holding flat `values` in row-major order.

@@ -64,10 +64,26 @@ def test_a_corrupted_or_failing_warmup_file_fails_the_load(exported, tmp_path):
 @pytest.mark.parametrize("argv, message", [
     (["--checkpoint", "c", "--jit-max-sentences", "8"], "--jit-max-sentences apply to translation runs"),
     (["--run", "r", "--jit-max-sentences", "3"], "--jit-max-sentences 3 must be 0 or a power of two"),
+    (["--checkpoint", "c", "--lanes", "2"], "--lanes apply to translation runs"),
+    (["--run", "r", "--lanes", "0"], "--lanes 0 must be a positive integer"),
 ])
-def test_the_cli_refuses_jit_max_sentences_where_it_cannot_apply(argv, message, capsys):
+def test_the_cli_refuses_jit_max_sentences_and_lanes_where_they_cannot_apply(argv, message, capsys):
     from kzoo.export.__main__ import main
 
     with pytest.raises(SystemExit):
         main([*argv, "--output", "models"])
     assert message in capsys.readouterr().err
+
+
+def test_a_two_lane_export_warms_each_lane_and_serves_the_same_strings_on_tf_serving_s_threads(tmp_path):
+    # TF Serving run as README says for such a version: one intra-op thread, an inter-op thread per lane
+    path = export_translator(tiny_translator(5, beam_size=3, max_source_length=20, jit_max_sentences=2, lanes=2),
+                             tmp_path)
+    requests = [logged_request(record) for record in read_tfrecords((path / "assets.extra" / WARMUP_FILE).read_bytes())]
+    assert [decode_tensor(map_entries(request, 2)["text"])[1][0] for request in requests] == [2, 2, 4, 4]
+    dynamic = tiny_translator(5, beam_size=3, max_source_length=20)
+    english, _ = multi30k("val")
+    with ContractLoader(path, intra_op_parallelism=1, inter_op_parallelism=2) as served:
+        for batch in (english[:1], english[1:4], english[4:14]):  # one lane idle, both compiled, both dynamic
+            assert served.rest({"instances": batch})["predictions"] == dynamic(batch)
+
