@@ -1,21 +1,24 @@
 """Translation serving, text in → text out: kzoo's exported translator against CTranslate2 on the same weights.
 
 The shipped translator (saved_models/transformer_multi30k_en_de, its newest version: 3+3 post-LN blocks, d_model
-256, 8,000 shared SentencePiece pieces, with its own beam size and length penalty) served six ways, in one run:
+256, 8,000 shared SentencePiece pieces, with its own beam size and length penalty) served several ways, in one run:
 - kzoo SavedModel, TF Python: `tf.saved_model.load` and its `serving_default` (tokenizing, beam search and
-  detokenizing in the graph), with 2 intra-op and 2 inter-op threads. Where the newest version decodes small
-  sub-batches compiled by XLA (`jit_max_sentences`), the newest version without it (same weights) is a contender
-  too, so that the compiled path's gain is read in the same run.
+  detokenizing in the graph), with 1 intra-op and 2 inter-op threads, as README tells TF Serving to run it
+  (`--tensorflow_intra_op_parallelism=1 --tensorflow_inter_op_parallelism=2`). Older versions of the same weights
+  are contenders too, so that each speed setting's gain is read in the same run: the version before the newest,
+  and, where the newest decodes small sub-batches compiled by XLA (`jit_max_sentences`), the newest without it.
 - kzoo SavedModel quantized, TF Python: `kzoo.export.export_translator(..., quantization="int8",
   compute_dtype="bfloat16")` of the same weights (int8 matrices, bfloat16 matmuls), loaded as the float32 one.
 - kzoo SavedModel, C API: `kzoo.serving.ContractLoader`, TF Serving's loading path (TensorFlow's C API, in its own
-  process, TensorFlow's default threads: one per core) answering TF Serving REST bodies.
+  process) answering TF Serving REST bodies, once with README's thread flags and once with TF Serving's default
+  threads (one intra-op and one inter-op thread per core).
 - CTranslate2 float32 and int8: `kzoo.export.export_ctranslate2` of the same weights (int8 with
   `quantization="int8"`), run by `ctranslate2.Translator` with 2 intra-op threads, through
   `kzoo.export.ctranslate2_export.translate_ctranslate2` (the kzoo tokenizer in Python, the translator's beam size,
   CTranslate2's length penalty that matches its GNMT one, `ctranslate2_length_penalty`, kzoo's output limits).
 Every contender first translates the newest version's warm-up requests (assets.extra/tf_serving_warmup_requests,
-which TF Serving and the C API loader replay at load), so no XLA compile falls in a timed call.
+which TF Serving and the C API loader replay at load) and the same requests cut to one lane's share, so no XLA
+compile falls in a timed call.
 Throughput: test_2016_flickr sorted by length in batches of 64, the same batches for every contender, the contenders
 taking turns on every batch; sentences/s and target tokens/s (subword pieces of the output, end token counted) per
 round, medians over rounds. Latency: single sentences, the contenders taking turns on each; p50 and p95 over all
@@ -51,7 +54,7 @@ from kzoo.train.quality import translation_scores
 from kzoo.translator import SETTINGS_FILE, Translator
 
 SECTION = "translation-serving"
-THREADS = 2
+THREADS = 2  # the cores of the machine the figures are for: CTranslate2's threads, kzoo's inter-op threads
 BATCH = 64
 MODEL = "transformer_multi30k_en_de"
 
@@ -73,9 +76,26 @@ def process_cpu_seconds(pid):
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def contenders(version, translator, folder, uncompiled=None):
-    """{name: (translate(texts) -> strings, cpu_seconds() -> float, close())}; `uncompiled`: a version of the same
-    weights without the XLA path, or None."""
+def described(version):
+    """"version N (its speed settings)", from what the version records."""
+    settings = recorded_settings(version)
+    jit = settings.get("jit_max_sentences")
+    return (f"version {version.name} ({f'XLA up to {jit} sentences' if jit else 'no XLA'}, "
+            f"{settings.get('lanes', 1)} lane{'s' if settings.get('lanes', 1) > 1 else ''})")
+
+
+def older_versions(versions):
+    """The older versions to time beside the newest: the one before it and, if the newest compiles small
+    sub-batches, the newest that compiles nothing (in that order, each once)."""
+    older = versions[-2:-1]
+    if recorded_settings(versions[-1]).get("jit_max_sentences"):
+        older += [v for v in reversed(versions[:-1]) if not recorded_settings(v).get("jit_max_sentences")][:1]
+    return list(dict.fromkeys(older))
+
+
+def contenders(version, translator, folder, older=()):
+    """{name: (translate(texts) -> strings, cpu_seconds() -> float, close())}; `older`: versions of the same weights
+    with other speed settings."""
     import ctranslate2
     import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the SavedModel's graph uses)
 
@@ -83,7 +103,8 @@ def contenders(version, translator, folder, uncompiled=None):
     quantized = export_translator(translator, folder / "saved_model_int8", quantization="int8",
                                   compute_dtype="bfloat16")
     serve_quantized = tf.saved_model.load(str(quantized)).signatures["serving_default"]
-    loader = ContractLoader(version)
+    flagged = ContractLoader(version, intra_op_parallelism=1, inter_op_parallelism=THREADS)
+    default = ContractLoader(version)
     float32 = ctranslate2.Translator(str(export_ctranslate2(translator.model, translator.tokenizer, folder / "f32")),
                                      intra_threads=THREADS, inter_threads=1)
     int8_folder = export_ctranslate2(translator.model, translator.tokenizer, folder / "int8", quantization="int8")
@@ -93,8 +114,9 @@ def contenders(version, translator, folder, uncompiled=None):
         return lambda texts: [t.decode("utf-8")
                               for t in serve(text=tf.constant(texts, tf.string))["translation"].numpy()]
 
-    def c_api(texts):
-        return loader.rest({"instances": texts})["predictions"]
+    def c_api(loader):
+        return (lambda texts: loader.rest({"instances": texts})["predictions"],
+                lambda: process_cpu_seconds(loader._process.pid), loader.close)
 
     def ct2(model):
         return lambda texts: translate_ctranslate2(model, translator.tokenizer, texts, max_batch_size=BATCH,
@@ -103,18 +125,16 @@ def contenders(version, translator, folder, uncompiled=None):
     def nothing():
         pass
 
-    previous = {}
-    if uncompiled is not None:
-        serve_uncompiled = tf.saved_model.load(str(uncompiled)).signatures["serving_default"]
-        previous = {f"kzoo SavedModel, version {uncompiled.name} (no XLA), TF Python": (saved_model(serve_uncompiled),
-                                                                                     own_cpu_seconds, nothing)}
+    previous = {f"kzoo SavedModel, {described(v)}, TF Python": (
+        saved_model(tf.saved_model.load(str(v)).signatures["serving_default"]), own_cpu_seconds, nothing)
+        for v in older}
     return {
         "kzoo SavedModel, TF Python": (saved_model(serve), own_cpu_seconds, nothing),
         **previous,
         "kzoo SavedModel int8 weights + bfloat16 matmuls, TF Python": (saved_model(serve_quantized), own_cpu_seconds,
                                                                        nothing),
-        "kzoo SavedModel, C API (TF Serving's loader)": (c_api, lambda: process_cpu_seconds(loader._process.pid),
-                                                         loader.close),
+        "kzoo SavedModel, C API (TF Serving's loader), README's threads": c_api(flagged),
+        "kzoo SavedModel, C API, TF Serving's default threads": c_api(default),
         "CTranslate2 float32": (ct2(float32), own_cpu_seconds, nothing),
         "CTranslate2 int8": (ct2(int8), own_cpu_seconds, nothing),
     }
@@ -133,7 +153,7 @@ def main(argv=None):
     parser.add_argument("--singles", type=int, default=60, help="batch-1 sentences per round (default 60)")
     parser.add_argument("--quick", action="store_true", help="1 round, 2 batches of 8, 3 single sentences (smoke)")
     args = parser.parse_args(argv)
-    tf.config.threading.set_intra_op_parallelism_threads(THREADS)
+    tf.config.threading.set_intra_op_parallelism_threads(1)  # README's TF Serving flags
     tf.config.threading.set_inter_op_parallelism_threads(THREADS)
     load_before, other = os.getloadavg(), OtherLoad()
     env = environment_line()
@@ -148,15 +168,13 @@ def main(argv=None):
     singles = [english[i] for i in range(0, len(english), max(1, len(english) // args.singles))][: args.singles]
     versions = saved_model_versions(shipped_model(MODEL))
     translator = Translator.load(versions[-1])
-    uncompiled = None
-    if translator.jit_max_sentences and len(versions) > 1:
-        uncompiled = next((v for v in reversed(versions[:-1]) if not recorded_settings(v).get("jit_max_sentences")),
-                          None)
+    warmup = warmup_batches(translator)
+    warmup += [texts[: len(texts) // translator.lanes] for texts in warmup]  # one lane's share: older versions'
 
     with tempfile.TemporaryDirectory() as folder:
-        clients = contenders(versions[-1], translator, pathlib.Path(folder), uncompiled)
+        clients = contenders(versions[-1], translator, pathlib.Path(folder), older_versions(versions))
         for translate, _, _ in clients.values():  # warm-up: traces, kernels, XLA's compiles, the loader's first run
-            for texts in [english[:2], [english[0]], *warmup_batches(translator)]:
+            for texts in [english[:2], [english[0]], *warmup]:
                 translate(texts)
         seconds = {name: [] for name in clients}  # per round: seconds over all batches
         cpu = {name: [] for name in clients}
@@ -211,8 +229,8 @@ def main(argv=None):
         f"test_2016_flickr ({len(english)} sentences) "
         f"text in → text out. Batch {batch}: the same length-sorted batches for every contender, the contenders "
         f"taking turns on every batch, {args.rounds} rounds (sentences/s and tokens/s: medians over rounds). Batch "
-        f"1: {len(singles)} sentences a round, the contenders taking turns on each. {THREADS} threads each "
-        "(the C API loader: TensorFlow's default, one per core). BLEU: sacreBLEU, cased, of the batch output; "
+        f"1: {len(singles)} sentences a round, the contenders taking turns on each. TF Python: 1 intra-op and "
+        f"{THREADS} inter-op threads; CTranslate2: {THREADS} threads. BLEU: sacreBLEU, cased, of the batch output; "
         "\"same string\": how many translations equal the TF Python SavedModel's. CPU time / wall time: the median "
         f"over batches of {batch}.",
         "",

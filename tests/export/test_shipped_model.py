@@ -48,13 +48,14 @@ def test_shipped_translator_loads_in_python_and_translates_as_served():
     translator = Translator.load(SHIPPED)
     assert translator.settings() == {"method": "beam", "beam_size": 4, "length_penalty": 0.6, "max_source_length": 128,
                                      "max_output_factor": 1.5, "sampling": {}, "max_sentences": 512,
-                                     "max_positions": 8192, "jit_max_sentences": 8}
+                                     "max_positions": 8192, "jit_max_sentences": 8, "lanes": 2}
     assert translator.model.count_params() == 7_577_600
     serve = tf.saved_model.load(str(SHIPPED)).signatures["serving_default"]
     served = [t.decode() for t in serve(text=tf.constant(sources[:6]))["translation"].numpy()]
     assert translator(sources[:6]) == served
-    # Version 5 holds version 4's weights; sub-batches of up to 8 sentences (here all 6) decode compiled by XLA, to
-    # version 4's strings (all 1,014 val and 1,000 test sentences, at batches of 1, 8 and 64, were compared at export).
+    # Version 6 holds version 4's weights; sub-batches of up to 8 sentences (here two lanes of 3) decode compiled by
+    # XLA, to version 4's strings (all val and test sentences at batch 64 and 150 of each at 1 were compared to
+    # version 5's at export, and version 5's to version 4's at batches of 1, 8 and 64).
     version_4 = Translator.load(FOLDER / "4")
     assert translator.jit_max_sentences == 8 and version_4.jit_max_sentences == 0 and version_4(sources[:6]) == served
     assert served[1] == "Ein Mann schläft in einem grünen Raum auf einem Sofa."
@@ -71,4 +72,5 @@ def test_shipped_warmup_requests_reach_every_compiled_shape():
     records = read_tfrecords((SHIPPED / "assets.extra" / WARMUP_FILE).read_bytes())
     batches = [[t.decode() for t in decode_tensor(map_entries(logged_request(r), 2)["text"])[2]] for r in records]
     assert batches == warmup_batches(Translator.load(SHIPPED))
-    assert [len(batch) for batch in batches] == [1] * 4 + [2] * 4 + [4] * 4 + [8] * 4  # x sources of 16 to 128
+    assert [len(batch) for batch in batches] == [2] * 4 + [4] * 4 + [8] * 4 + [16] * 4  # x sources of 16 to 128,
+    # two lanes of 1, 2, 4 and 8 sentences
