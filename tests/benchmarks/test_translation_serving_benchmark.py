@@ -11,7 +11,7 @@ from tests.train.worker_processes import REPOSITORY
 pytest.importorskip("ctranslate2")
 
 
-@pytest.mark.slow  # about seven minutes: seven contenders load and compile every warm-up shape; `make test-slow` runs it
+@pytest.mark.slow  # about seven minutes: seven contenders load and compile the warm-up shapes; `make test-slow` runs it
 def test_the_translation_serving_benchmark_runs_quick():
     completed = subprocess.run(
         [sys.executable, "benchmarks/bench_translation_serving.py", "--quick"], cwd=REPOSITORY,
