@@ -20,7 +20,7 @@ def warmup_batches(translator):
     from kzoo.export.translator_warmup import warmup_batches
     from kzoo.translator import Translator
 
-    shipped = Translator.load(kzoo.data.shipped_model("transformer_multi30k_en_de"), jit_max_sentences=2)
+    shipped = Translator.load(kzoo.data.shipped_model("transformer_multi30k_en_de"), jit_max_sentences=2, lanes=1)
     batches = warmup_batches(shipped)  # 1 and 2 sentences of 16, 32, 64 and 128 source tokens
     assert [len(batch) for batch in batches] == [1, 1, 1, 1, 2, 2, 2, 2] and batches[4][0].count(" ") == 14
     two_lanes = Translator.load(kzoo.data.shipped_model("transformer_multi30k_en_de"), jit_max_sentences=2, lanes=2)
