@@ -16,9 +16,9 @@ The shipped translator (saved_models/transformer_multi30k_en_de, its newest vers
   `quantization="int8"`), run by `ctranslate2.Translator` with 2 intra-op threads, through
   `kzoo.export.ctranslate2_export.translate_ctranslate2` (the kzoo tokenizer in Python, the translator's beam size,
   CTranslate2's length penalty that matches its GNMT one, `ctranslate2_length_penalty`, kzoo's output limits).
-Every contender first translates the newest version's warm-up requests (assets.extra/tf_serving_warmup_requests,
-which TF Serving and the C API loader replay at load) and the same requests cut to one lane's share, so no XLA
-compile falls in a timed call.
+Every contender first translates the warm-up requests of every timed version (assets.extra/
+tf_serving_warmup_requests, which TF Serving and the C API loader replay at load), so no XLA compile falls in a timed
+call.
 Throughput: test_2016_flickr sorted by length in batches of 64, the same batches for every contender, the contenders
 taking turns on every batch; sentences/s and target tokens/s (subword pieces of the output, end token counted) per
 round, medians over rounds. Latency: single sentences, the contenders taking turns on each; p50 and p95 over all
@@ -47,9 +47,10 @@ from timing import OtherLoad
 from kzoo.data import multi30k, shipped_model
 from kzoo.export import export_ctranslate2, export_translator
 from kzoo.export.ctranslate2_export import ctranslate2_beam_options, translate_ctranslate2
-from kzoo.export.translator_warmup import warmup_batches
 from kzoo.serving import ContractLoader
 from kzoo.serving.model_config import saved_model_versions
+from kzoo.serving.warmup import WARMUP_FILE, read_tfrecords
+from kzoo.serving.wire_format import decode_tensor, logged_request, map_entries
 from kzoo.train.quality import translation_scores
 from kzoo.translator import SETTINGS_FILE, Translator
 
@@ -63,6 +64,15 @@ def recorded_settings(version):
     """The decoding settings an exported translator version records (assets.extra/translator.json), without loading
     its weights."""
     return json.loads((version / "assets.extra" / SETTINGS_FILE).read_text())["settings"]
+
+
+def warmup_texts(version):
+    """The batches of text of a version's warm-up requests (assets.extra/tf_serving_warmup_requests); [] without."""
+    path = version / "assets.extra" / WARMUP_FILE
+    if not path.is_file():
+        return []
+    return [[text.decode("utf-8") for text in decode_tensor(map_entries(logged_request(record), 2)["text"])[2]]
+            for record in read_tfrecords(path.read_bytes())]
 
 
 def own_cpu_seconds():
@@ -168,11 +178,11 @@ def main(argv=None):
     singles = [english[i] for i in range(0, len(english), max(1, len(english) // args.singles))][: args.singles]
     versions = saved_model_versions(shipped_model(MODEL))
     translator = Translator.load(versions[-1])
-    warmup = warmup_batches(translator)
-    warmup += [texts[: len(texts) // translator.lanes] for texts in warmup]  # one lane's share: older versions'
+    older = older_versions(versions)
+    warmup = [texts for version in [versions[-1], *older] for texts in warmup_texts(version)]
 
     with tempfile.TemporaryDirectory() as folder:
-        clients = contenders(versions[-1], translator, pathlib.Path(folder), older_versions(versions))
+        clients = contenders(versions[-1], translator, pathlib.Path(folder), older)
         for translate, _, _ in clients.values():  # warm-up: traces, kernels, XLA's compiles, the loader's first run
             for texts in [english[:2], [english[0]], *warmup]:
                 translate(texts)

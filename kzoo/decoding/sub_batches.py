@@ -101,7 +101,5 @@ def decode_in_sub_batches(decode, encoder_token_ids, limits, max_positions, max_
                                          tf.constant(0)))
         return ids, work
 
-    if lanes == 1:
-        return decode_lane(order)
     results = [decode_lane(order[lane::lanes]) for lane in range(lanes)]  # each fills its own rows, zeros elsewhere
     return tf.add_n([ids for ids, _ in results]), tf.add_n([work for _, work in results])
