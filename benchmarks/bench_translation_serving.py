@@ -7,8 +7,9 @@ The shipped translator (saved_models/transformer_multi30k_en_de, its newest vers
   (`--tensorflow_intra_op_parallelism=1 --tensorflow_inter_op_parallelism=2`). Older versions of the same weights
   are contenders too, so that each speed setting's gain is read in the same run: the version before the newest,
   and, where the newest decodes small sub-batches compiled by XLA (`jit_max_sentences`), the newest without it.
-- kzoo SavedModel quantized, TF Python: `kzoo.export.export_translator(..., quantization="int8",
-  compute_dtype="bfloat16")` of the same weights (int8 matrices, bfloat16 matmuls), loaded as the float32 one.
+- kzoo SavedModel quantized, TF Python: `kzoo.export.export_translator(..., quantization="int8")` of the same
+  weights (int8 matrices), twice: with float32 matmuls (`compute_dtype="float32"`) and with bfloat16 matmuls
+  (`compute_dtype="bfloat16"`), each loaded as the float32 one; which of the two is faster depends on the CPU.
 - kzoo SavedModel, C API: `kzoo.serving.ContractLoader`, TF Serving's loading path (TensorFlow's C API, in its own
   process) answering TF Serving REST bodies, once with README's thread flags and once with TF Serving's default
   threads (one intra-op and one inter-op thread per core).
@@ -110,9 +111,10 @@ def contenders(version, translator, folder, older=()):
     import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the SavedModel's graph uses)
 
     serve = tf.saved_model.load(str(version)).signatures["serving_default"]
-    quantized = export_translator(translator, folder / "saved_model_int8", quantization="int8",
-                                  compute_dtype="bfloat16")
-    serve_quantized = tf.saved_model.load(str(quantized)).signatures["serving_default"]
+    serve_quantized = {
+        compute: tf.saved_model.load(str(export_translator(translator, folder / f"saved_model_int8_{compute}",
+                                                           quantization="int8", compute_dtype=compute)))
+        .signatures["serving_default"] for compute in ("float32", "bfloat16")}
     flagged = ContractLoader(version, intra_op_parallelism=1, inter_op_parallelism=THREADS)
     default = ContractLoader(version)
     float32 = ctranslate2.Translator(str(export_ctranslate2(translator.model, translator.tokenizer, folder / "f32")),
@@ -141,8 +143,10 @@ def contenders(version, translator, folder, older=()):
     return {
         "kzoo SavedModel, TF Python": (saved_model(serve), own_cpu_seconds, nothing),
         **previous,
-        "kzoo SavedModel int8 weights + bfloat16 matmuls, TF Python": (saved_model(serve_quantized), own_cpu_seconds,
-                                                                       nothing),
+        "kzoo SavedModel int8 weights, float32 matmuls, TF Python": (saved_model(serve_quantized["float32"]),
+                                                                     own_cpu_seconds, nothing),
+        "kzoo SavedModel int8 weights + bfloat16 matmuls, TF Python": (saved_model(serve_quantized["bfloat16"]),
+                                                                       own_cpu_seconds, nothing),
         "kzoo SavedModel, C API (TF Serving's loader), README's threads": c_api(flagged),
         "kzoo SavedModel, C API, TF Serving's default threads": c_api(default),
         "CTranslate2 float32": (ct2(float32), own_cpu_seconds, nothing),
