@@ -110,11 +110,14 @@ def contenders(version, translator, folder, older=()):
     import ctranslate2
     import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the SavedModel's graph uses)
 
-    serve = tf.saved_model.load(str(version)).signatures["serving_default"]
-    serve_quantized = {
-        compute: tf.saved_model.load(str(export_translator(translator, folder / f"saved_model_int8_{compute}",
-                                                           quantization="int8", compute_dtype=compute)))
-        .signatures["serving_default"] for compute in ("float32", "bfloat16")}
+    def loaded(saved_model_folder):
+        return tf.saved_model.load(str(saved_model_folder)).signatures["serving_default"]
+
+    serve = loaded(version)
+    serve_quantized = {  # row label: the int8 export computing in that dtype
+        f"kzoo SavedModel int8 weights{matmuls}, TF Python": loaded(export_translator(
+            translator, folder / f"saved_model_int8_{compute}", quantization="int8", compute_dtype=compute))
+        for compute, matmuls in (("float32", ", float32 matmuls"), ("bfloat16", " + bfloat16 matmuls"))}
     flagged = ContractLoader(version, intra_op_parallelism=1, inter_op_parallelism=THREADS)
     default = ContractLoader(version)
     float32 = ctranslate2.Translator(str(export_ctranslate2(translator.model, translator.tokenizer, folder / "f32")),
@@ -137,16 +140,11 @@ def contenders(version, translator, folder, older=()):
     def nothing():
         pass
 
-    previous = {f"kzoo SavedModel, {described(v)}, TF Python": (
-        saved_model(tf.saved_model.load(str(v)).signatures["serving_default"]), own_cpu_seconds, nothing)
-        for v in older}
+    previous = {f"kzoo SavedModel, {described(v)}, TF Python": loaded(v) for v in older}
     return {
         "kzoo SavedModel, TF Python": (saved_model(serve), own_cpu_seconds, nothing),
-        **previous,
-        "kzoo SavedModel int8 weights, float32 matmuls, TF Python": (saved_model(serve_quantized["float32"]),
-                                                                     own_cpu_seconds, nothing),
-        "kzoo SavedModel int8 weights + bfloat16 matmuls, TF Python": (saved_model(serve_quantized["bfloat16"]),
-                                                                       own_cpu_seconds, nothing),
+        **{name: (saved_model(signature), own_cpu_seconds, nothing)
+           for name, signature in {**previous, **serve_quantized}.items()},
         "kzoo SavedModel, C API (TF Serving's loader), README's threads": c_api(flagged),
         "kzoo SavedModel, C API, TF Serving's default threads": c_api(default),
         "CTranslate2 float32": (ct2(float32), own_cpu_seconds, nothing),
