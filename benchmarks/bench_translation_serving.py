@@ -16,7 +16,9 @@ The shipped translator (saved_models/transformer_multi30k_en_de, its newest vers
 - CTranslate2 float32 and int8: `kzoo.export.export_ctranslate2` of the same weights (int8 with
   `quantization="int8"`), run by `ctranslate2.Translator` with 2 intra-op threads, through
   `kzoo.export.ctranslate2_export.translate_ctranslate2` (the kzoo tokenizer in Python, the translator's beam size,
-  CTranslate2's length penalty that matches its GNMT one, `ctranslate2_length_penalty`, kzoo's output limits).
+  CTranslate2's length penalty that matches its GNMT one, `ctranslate2_length_penalty`, kzoo's output limits),
+  each model in a process of its own (ctranslate2_worker.py: two CTranslate2 models in one process slow the
+  float32 one by about a third).
 Every contender first translates the warm-up requests of every timed version (assets.extra/
 tf_serving_warmup_requests, which TF Serving and the C API loader replay at load), so no XLA compile falls in a timed
 call.
@@ -24,8 +26,9 @@ Throughput: test_2016_flickr sorted by length in batches of 64, the same batches
 taking turns on every batch; sentences/s and target tokens/s (subword pieces of the output, end token counted) per
 round, medians over rounds. Latency: single sentences, the contenders taking turns on each; p50 and p95 over all
 rounds. BLEU (sacreBLEU, cased) of each contender's batch-64 output on all of test_2016_flickr. CPU time over wall
-time while translating batches of 64 (2.0 = both cores busy; the C API loader's is its own process's). Machine load:
-`os.getloadavg()` before and after, and how many cores other processes kept busy (/proc/stat).
+time while translating batches of 64 (2.0 = both cores busy; the C API loader's and CTranslate2's are their own
+processes'). Machine load: `os.getloadavg()` before and after, and how many cores other processes kept busy
+(/proc/stat).
 
 Usage:
     .venv/bin/python benchmarks/bench_translation_serving.py --output benchmarks/RESULTS.md
@@ -42,12 +45,13 @@ import tempfile
 import time
 
 import tensorflow as tf
+from ctranslate2_worker import CTranslate2Process
 from results_file import environment_line, machine_load, replace_section
 from timing import OtherLoad
 
 from kzoo.data import multi30k, shipped_model
 from kzoo.export import export_ctranslate2, export_translator
-from kzoo.export.ctranslate2_export import ctranslate2_beam_options, translate_ctranslate2
+from kzoo.export.ctranslate2_export import ctranslate2_beam_options
 from kzoo.serving import ContractLoader
 from kzoo.serving.model_config import saved_model_versions
 from kzoo.serving.warmup import WARMUP_FILE, read_tfrecords
@@ -107,7 +111,6 @@ def older_versions(versions):
 def contenders(version, translator, folder, older=()):
     """{name: (translate(texts) -> strings, cpu_seconds() -> float, close())}; `older`: versions of the same weights
     with other speed settings."""
-    import ctranslate2
     import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the SavedModel's graph uses)
 
     def loaded(saved_model_folder):
@@ -120,10 +123,10 @@ def contenders(version, translator, folder, older=()):
         for compute, matmuls in (("float32", ", float32 matmuls"), ("bfloat16", " + bfloat16 matmuls"))}
     flagged = ContractLoader(version, intra_op_parallelism=1, inter_op_parallelism=THREADS)
     default = ContractLoader(version)
-    float32 = ctranslate2.Translator(str(export_ctranslate2(translator.model, translator.tokenizer, folder / "f32")),
-                                     intra_threads=THREADS, inter_threads=1)
-    int8_folder = export_ctranslate2(translator.model, translator.tokenizer, folder / "int8", quantization="int8")
-    int8 = ctranslate2.Translator(str(int8_folder), compute_type="int8", intra_threads=THREADS, inter_threads=1)
+    float32, int8 = (CTranslate2Process(export_ctranslate2(translator.model, translator.tokenizer, folder / name,
+                                                           **({"quantization": "int8"} if name == "int8" else {})),
+                                        "int8" if name == "int8" else "default", version, THREADS)
+                     for name in ("float32", "int8"))
 
     def saved_model(serve):
         return lambda texts: [t.decode("utf-8")
@@ -133,9 +136,8 @@ def contenders(version, translator, folder, older=()):
         return (lambda texts: loader.rest({"instances": texts})["predictions"],
                 lambda: process_cpu_seconds(loader._process.pid), loader.close)
 
-    def ct2(model):
-        return lambda texts: translate_ctranslate2(model, translator.tokenizer, texts, max_batch_size=BATCH,
-                                                   **ctranslate2_beam_options(translator))
+    def ct2(worker):
+        return worker.translate, lambda: process_cpu_seconds(worker.pid), worker.close
 
     def nothing():
         pass
@@ -147,8 +149,8 @@ def contenders(version, translator, folder, older=()):
            for name, signature in {**previous, **serve_quantized}.items()},
         "kzoo SavedModel, C API (TF Serving's loader), README's threads": c_api(flagged),
         "kzoo SavedModel, C API, TF Serving's default threads": c_api(default),
-        "CTranslate2 float32": (ct2(float32), own_cpu_seconds, nothing),
-        "CTranslate2 int8": (ct2(int8), own_cpu_seconds, nothing),
+        "CTranslate2 float32": ct2(float32),
+        "CTranslate2 int8": ct2(int8),
     }
 
 
