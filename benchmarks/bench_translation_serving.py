@@ -11,8 +11,9 @@ The shipped translator (saved_models/transformer_multi30k_en_de, its newest vers
   weights (int8 matrices), twice: with float32 matmuls (`compute_dtype="float32"`) and with bfloat16 matmuls
   (`compute_dtype="bfloat16"`), each loaded as the float32 one; which of the two is faster depends on the CPU.
 - kzoo SavedModel, C API: `kzoo.serving.ContractLoader`, TF Serving's loading path (TensorFlow's C API, in its own
-  process) answering TF Serving REST bodies, once with README's thread flags and once with TF Serving's default
-  threads (one intra-op and one inter-op thread per core).
+  process) answering TF Serving REST bodies three ways: with README's thread flags for throughput (1 intra-op
+  thread, one inter-op thread per core), with README's flags for single-sentence latency (an intra-op and an
+  inter-op thread per core), and with TF Serving's default threads (0 and 0: TensorFlow chooses).
 - CTranslate2 float32 and int8: `kzoo.export.export_ctranslate2` of the same weights (int8 with
   `quantization="int8"`), run by `ctranslate2.Translator` with 2 intra-op threads, through
   `kzoo.export.ctranslate2_export.translate_ctranslate2` (the kzoo tokenizer in Python, the translator's beam size,
@@ -122,6 +123,7 @@ def contenders(version, translator, folder, older=()):
             translator, folder / f"saved_model_int8_{compute}", quantization="int8", compute_dtype=compute))
         for compute, matmuls in (("float32", ", float32 matmuls"), ("bfloat16", " + bfloat16 matmuls"))}
     flagged = ContractLoader(version, intra_op_parallelism=1, inter_op_parallelism=THREADS)
+    latency = ContractLoader(version, intra_op_parallelism=THREADS, inter_op_parallelism=THREADS)
     default = ContractLoader(version)
     float32, int8 = (CTranslate2Process(export_ctranslate2(translator.model, translator.tokenizer, folder / name,
                                                            **({"quantization": "int8"} if name == "int8" else {})),
@@ -148,6 +150,7 @@ def contenders(version, translator, folder, older=()):
         **{name: (saved_model(signature), own_cpu_seconds, nothing)
            for name, signature in {**previous, **serve_quantized}.items()},
         "kzoo SavedModel, C API (TF Serving's loader), README's threads": c_api(flagged),
+        f"kzoo SavedModel, C API, {THREADS} intra-op threads (README's latency flags)": c_api(latency),
         "kzoo SavedModel, C API, TF Serving's default threads": c_api(default),
         "CTranslate2 float32": ct2(float32),
         "CTranslate2 int8": ct2(int8),

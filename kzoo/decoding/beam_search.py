@@ -16,7 +16,7 @@ def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalt
     lp(n) = ((5 + n) / 6)^length_penalty (Wu et al. 2016), so short outputs are not favoured just for being short;
     the others stay alive, at most beam_size of them. A finished hypothesis stops growing. A sentence's hypotheses
     must end at its length limit; search stops when every sentence has reached it or no alive hypothesis can still
-    beat its worst finished one. Encoder keys and values are
+    beat its best finished one, which is returned. Encoder keys and values are
     computed once per sentence and shared by its hypotheses; the decoder self-attention cache follows them.
 
     Args:

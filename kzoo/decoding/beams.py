@@ -6,6 +6,7 @@ import collections
 import tensorflow as tf
 
 from kzoo.decoding.length_limit import force_end
+from kzoo.decoding.top_k import top_k
 from kzoo.layers.masks import MASKED_LOGIT
 from kzoo.text import END
 
@@ -68,8 +69,10 @@ def extend_beams(i, logits, alive_log_probs, alive_seq, finished_seq, finished_s
     the end token join the finished ones, scored by log p / lp(i + 1); the others stay alive, at most beam of them.
     A sentence at its limit (`limits`, (n,)) can only end (`force_end`). Log-probabilities only fall as a
     hypothesis grows and the penalty is largest at the limit, so an alive hypothesis can at best reach
-    alive_log_probs / lp(limit): a sentence whose worst finished hypothesis beats that, or that reached its limit,
-    is settled.
+    alive_log_probs / lp(limit): a sentence whose best finished hypothesis beats that, or that reached its limit,
+    is settled. Its best finished hypothesis, the one beam search returns, is then final: no later extension can
+    beat it. (Waiting until every one of the beam's finished hypotheses beats that bound, as tensor2tensor does,
+    returns the same best hypothesis, some steps later.)
 
     Returns:
         `Beams`.
@@ -86,10 +89,11 @@ def extend_beams(i, logits, alive_log_probs, alive_seq, finished_seq, finished_s
     assert beams.finished_seq.numpy()[0, 0].tolist() == [END, 0, 0] and beams.tokens.numpy()[0, 0] == 3
     ```
     """
-    n, vocabulary, width = tf.shape(alive_seq)[0], tf.shape(logits)[-1], tf.shape(alive_seq)[2]
+    n, width = tf.shape(alive_seq)[0], tf.shape(alive_seq)[2]
+    vocabulary = logits.shape[-1] or tf.shape(logits)[-1]  # static where known, so `top_k` can chunk the rows
     logits = force_end(tf.cast(logits, tf.float32), i, tf.repeat(limits, beam_size))
     log_probs = tf.reshape(tf.nn.log_softmax(logits), [n, beam_size, vocabulary]) + alive_log_probs[:, :, None]
-    scores, flat_indices = tf.math.top_k(tf.reshape(log_probs, [n, beam_size * vocabulary]), 2 * beam_size)
+    scores, flat_indices = top_k(tf.reshape(log_probs, [n, beam_size * vocabulary]), 2 * beam_size)
     origin, tokens = flat_indices // vocabulary, flat_indices % vocabulary  # (n, 2·beam)
     candidates = _gather(alive_seq, origin) + tokens[:, :, None] * tf.one_hot(i, width, dtype=tf.int32)
     ended = tf.equal(tokens, END)  # column i of every candidate was still 0
@@ -99,7 +103,7 @@ def extend_beams(i, logits, alive_log_probs, alive_seq, finished_seq, finished_s
                                                          MASKED_LOGIT)], axis=1)
     finished_scores, top = tf.math.top_k(pooled_scores, beam_size)
     finished_seq = _gather(tf.concat([finished_seq, candidates], axis=1), top)
-    settled = (finished_scores[:, -1] > alive_log_probs[:, 0] / length_penalty_of(limits, length_penalty)) | (
+    settled = (finished_scores[:, 0] > alive_log_probs[:, 0] / length_penalty_of(limits, length_penalty)) | (
         i + 1 >= limits)
     return Beams(_gather(tokens, keep), _gather(origin, keep), _gather(candidates, keep), alive_log_probs,
                  finished_seq, finished_scores, settled)
