@@ -125,10 +125,10 @@ def contenders(version, translator, folder, older=()):
     flagged = ContractLoader(version, intra_op_parallelism=1, inter_op_parallelism=THREADS)
     latency = ContractLoader(version, intra_op_parallelism=THREADS, inter_op_parallelism=THREADS)
     default = ContractLoader(version)
+    ctranslate2_models = {"float32": ({}, "default"), "int8": ({"quantization": "int8"}, "int8")}  # export, compute
     float32, int8 = (CTranslate2Process(export_ctranslate2(translator.model, translator.tokenizer, folder / name,
-                                                           **({"quantization": "int8"} if name == "int8" else {})),
-                                        "int8" if name == "int8" else "default", version, THREADS)
-                     for name in ("float32", "int8"))
+                                                           **export_options), compute_type, version, THREADS)
+                     for name, (export_options, compute_type) in ctranslate2_models.items())
 
     def saved_model(serve):
         return lambda texts: [t.decode("utf-8")
