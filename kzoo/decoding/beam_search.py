@@ -55,7 +55,7 @@ def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalt
         # `sentences` (n,): the batch rows still searched; every other state has n rows, or n·beam (hypotheses).
         n, sentence_limits = tf.shape(sentences)[0], tf.gather(limits, sentences)
         # The previous step's reordering of the cache rows (n·beam, heads, i, dim) is applied here, once a step.
-        cache = {"self": tf.nest.map_structure(lambda t: tf.gather(t, rows), cache["self"]), "cross": cache["cross"]}
+        cache = {**cache, "self": tf.nest.map_structure(lambda t: tf.gather(t, rows), cache["self"])}
         logits, cache = model.decode_step(last_token[:, None], i, cache, mask)
         beams = extend_beams(i, logits[:, 0], alive_log_probs, alive_seq, finished_seq, finished_scores,
                              sentence_limits, beam_size, length_penalty)
@@ -73,7 +73,7 @@ def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalt
         cross, mask = tf.cond(tf.reduce_any(settled),
                               lambda: tf.nest.map_structure(lambda t: tf.gather(t, left), (cache["cross"], mask)),
                               lambda: (cache["cross"], mask))
-        cache = {"self": cache["self"], "cross": cross}
+        cache = {**cache, "cross": cross}
         return (i + 1, sentences, tf.reshape(last_token, [-1]), alive_seq, alive_log_probs, finished_seq,
                 finished_scores, cache, mask, tf.reshape(rows, [-1]), best)
 

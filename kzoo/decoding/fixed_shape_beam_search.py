@@ -54,13 +54,13 @@ def fixed_shape_beam_search(model, encoder_token_ids, max_length, cache_length, 
     batch = tf.shape(encoder_token_ids)[0]
     u, encoder_padding_mask = model.encode(encoder_token_ids)
     cache = model.initial_cache(u, max_length=cache_length)  # encoder keys and values: one per sentence
-    cross = cache["cross"]
+    constant = {key: value for key, value in cache.items() if key != "self"}  # the same on every step
     self_cache = tf.nest.map_structure(lambda t: tf.repeat(t, beam_size, axis=0), cache["self"])
     offsets = tf.range(batch)[:, None] * beam_size
 
     def step(i, last_token, alive_seq, alive_log_probs, finished_seq, finished_scores, self_cache, rows, done):
         self_cache = tf.nest.map_structure(lambda t: tf.gather(t, rows), self_cache)
-        logits, new = model.decode_step(last_token[:, None], i, {"self": self_cache, "cross": cross},
+        logits, new = model.decode_step(last_token[:, None], i, {**constant, "self": self_cache},
                                         encoder_padding_mask)
         beams = extend_beams(i, logits[:, 0], alive_log_probs, alive_seq, finished_seq, finished_scores, limits,
                              beam_size, length_penalty)

@@ -170,10 +170,15 @@ class Transformer(keras.Model):
         x = embedding(token_ids)
         return dropout(x + positions(x, start_index=start_index))
 
-    def _logits(self, x):
+    def _logits(self, x, output_kernel=None):
         if self.decoder_output_norm is not None:
             x = self.decoder_output_norm(x)
-        logits = self.target_embedding(x, reverse=True) if self.output_projection is None else self.output_projection(x)
+        if self.output_projection is not None:
+            logits = self.output_projection(x)
+        elif output_kernel is not None:  # `initial_cache`'s, transposed once for every step
+            logits = self.target_embedding(x, reverse=True, reverse_kernel=output_kernel)
+        else:
+            logits = self.target_embedding(x, reverse=True)
         return self.logits_cast(logits)
 
     def encode(self, encoder_token_ids):
@@ -215,13 +220,18 @@ class Transformer(keras.Model):
 
         Without `max_length` the self-attention caches start with no positions and grow by one per step (a
         `GrowingCache`; a TensorFlow while loop carries them with an open length); with it they hold `max_length`
-        positions from the start and keep their shapes, as a jit- or XLA-compiled step needs."""
-        batch = ops.shape(u)[0]
+        positions from the start and keep their shapes, as a jit- or XLA-compiled step needs.
 
-        return {
+        With the output projection tied to the target embedding, the state also holds "output_kernel": that matrix
+        transposed to (d, vocabulary), once, where the step would otherwise transpose it every time."""
+        batch = ops.shape(u)[0]
+        cache = {
             "self": [block.empty_cache(batch, max_length, self.compute_dtype) for block in self.decoder_blocks],
             "cross": [b.cross_attention.key_value(ops.cast(u, self.compute_dtype)) for b in self.decoder_blocks],
         }
+        if self.output_projection is None:
+            cache["output_kernel"] = self.target_embedding.reverse_kernel()
+        return cache
 
     def decode_step(self, decoder_token_ids, index, cache, encoder_padding_mask):
         """Logits for the decoder positions index .. index + t - 1 given the cache of all earlier positions.
@@ -245,7 +255,7 @@ class Transformer(keras.Model):
         for block, block_cache, cross_key_value in zip(self.decoder_blocks, cache["self"], cache["cross"]):
             x, block_cache = block.decode_step(x, index, block_cache, cross_key_value, encoder_padding_mask)
             caches.append(block_cache)
-        return self._logits(x), {"self": caches, "cross": cache["cross"]}
+        return self._logits(x, cache.get("output_kernel")), {**cache, "self": caches}
 
     def get_config(self):
         return {

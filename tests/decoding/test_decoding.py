@@ -24,7 +24,8 @@ SOURCE = np.array([[5, 6, 7, 8, 2, 0, 0], [9, 10, 11, 12, 13, 14, 2], [15, 2, 0,
 
 
 @pytest.mark.parametrize("max_length", [None, 8], ids=["growing", "fixed"])
-@pytest.mark.parametrize("options", [{}, {"normalize_first": True, "position_encoding": "learned"}])
+@pytest.mark.parametrize("options", [{}, {"normalize_first": True, "position_encoding": "learned"},
+                                     {"tie_output_embedding": False}], ids=["tied", "pre-LN", "untied"])
 def test_cached_decode_step_equals_the_full_decoder(options, max_length):
     keras.utils.set_random_seed(3)
     model = Transformer(40, 30, 2, 2, 16, 2, 32, max_sequence_length=16, **options)
@@ -43,6 +44,11 @@ def test_cached_decode_step_equals_the_full_decoder(options, max_length):
     rest, cache = model.decode_step(decoder_ids[:, 3:], 3, cache, mask)
     np.testing.assert_allclose(np.concatenate([first, rest], axis=1)[:2], full[:2], atol=1e-5)
     assert cache["self"][0][0].shape[2] == (max_length or 5)  # a growing cache holds just the 5 positions
+    # A tied output projection is transposed once, into the state, not on every step; an untied one needs nothing.
+    tied = options.get("tie_output_embedding", True)
+    assert ("output_kernel" in cache) == tied
+    if tied:
+        np.testing.assert_array_equal(cache["output_kernel"].numpy(), model.target_embedding.embeddings.numpy().T)
 
 
 def test_rows_of_one_sentence_share_its_encoder_keys_and_values():

@@ -1,5 +1,6 @@
 import math
 
+import keras
 import numpy as np
 import pytest
 
@@ -28,6 +29,26 @@ def test_token_embedding_scales_by_sqrt_d_and_ties_the_output_projection():
     np.testing.assert_allclose(logits, x @ table.T, rtol=1e-5, atol=1e-5)
     unscaled = TokenEmbedding(vocabulary_size=10, hidden_dim=16, scale=False)
     np.testing.assert_allclose(np.asarray(unscaled(ids))[0], np.asarray(unscaled.embeddings)[[1, 2, 3]])
+
+
+@pytest.mark.parametrize("tie_weights", [True, False], ids=["tied", "untied"])
+def test_reverse_kernel_projects_as_reverse_does(tie_weights):
+    layer = TokenEmbedding(vocabulary_size=10, hidden_dim=16, tie_weights=tie_weights)
+    x = np.asarray(layer(np.array([[1, 2, 3]])))
+    kernel = layer.reverse_kernel()
+    expected = np.asarray(layer.embeddings).T if tie_weights else np.asarray(layer.reverse_embeddings)
+    np.testing.assert_array_equal(np.asarray(kernel), expected)  # (hidden_dim, vocabulary_size)
+    np.testing.assert_allclose(np.asarray(layer(x, reverse=True, reverse_kernel=kernel)),
+                               np.asarray(layer(x, reverse=True)), rtol=1e-6, atol=1e-6)
+
+
+def test_reverse_kernel_is_in_the_compute_dtype():
+    layer = TokenEmbedding(vocabulary_size=10, hidden_dim=16, dtype="mixed_bfloat16")
+    x = layer(np.array([[1, 2, 3]]))
+    kernel = layer.reverse_kernel()
+    assert keras.backend.standardize_dtype(kernel.dtype) == "bfloat16"  # as `reverse=True` reads the float32 matrix inside a call
+    np.testing.assert_array_equal(np.asarray(layer(x, reverse=True, reverse_kernel=kernel), "float32"),
+                                  np.asarray(layer(x, reverse=True), "float32"))
 
 
 def paper_encoding(length, d):
