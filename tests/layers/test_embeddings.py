@@ -46,7 +46,8 @@ def test_reverse_kernel_is_in_the_compute_dtype():
     layer = TokenEmbedding(vocabulary_size=10, hidden_dim=16, dtype="mixed_bfloat16")
     x = layer(np.array([[1, 2, 3]]))
     kernel = layer.reverse_kernel()
-    assert keras.backend.standardize_dtype(kernel.dtype) == "bfloat16"  # as `reverse=True` reads the float32 matrix inside a call
+    # what `reverse=True` multiplies by: the float32 matrix, read in the compute dtype inside a call
+    assert keras.backend.standardize_dtype(kernel.dtype) == "bfloat16"
     np.testing.assert_array_equal(np.asarray(layer(x, reverse=True, reverse_kernel=kernel), "float32"),
                                   np.asarray(layer(x, reverse=True), "float32"))
 
