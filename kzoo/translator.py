@@ -323,10 +323,9 @@ def _restore_saved_model_weights(model, version, quantization=None):
     # The rest of the model's state (dropout's seed generators) comes back too, so that exporting a loaded version
     # again writes the same variables, byte for byte. Their paths carry a per-process counter (seed_generator_12),
     # so they are matched by position: the export lists `model.variables` in order.
-    weights = {id(weight) for weight in model.weights}
+    weights, shapes = {id(weight) for weight in model.weights}, reader.get_variable_to_shape_map()
     if not quantization and len(graph.nodes[children[root]].children) == len(model.variables):
         for position, variable in enumerate(model.variables):
             key = f"{root}/{position}/.ATTRIBUTES/VARIABLE_VALUE"
-            if id(variable) not in weights and tuple(reader.get_variable_to_shape_map().get(key, ())) == tuple(
-                    variable.shape):
+            if id(variable) not in weights and tuple(shapes.get(key, ())) == tuple(variable.shape):
                 variable.assign(reader.get_tensor(key))

@@ -175,10 +175,8 @@ class Transformer(keras.Model):
             x = self.decoder_output_norm(x)
         if self.output_projection is not None:
             logits = self.output_projection(x)
-        elif output_kernel is not None:  # `initial_cache`'s, transposed once for every step
+        else:  # `output_kernel`: `initial_cache`'s, transposed once for every step (None: transposed here)
             logits = self.target_embedding(x, reverse=True, reverse_kernel=output_kernel)
-        else:
-            logits = self.target_embedding(x, reverse=True)
         return self.logits_cast(logits)
 
     def encode(self, encoder_token_ids):
