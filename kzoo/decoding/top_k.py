@@ -39,8 +39,11 @@ def top_k(values, k, chunk=CHUNK):
     if values.shape.rank != 2 or n is None or n < MIN_CHUNKS_PER_K * k * chunk:
         return tuple(tf.math.top_k(values, k))
     rows, chunks = tf.shape(values)[0], -(-n // chunk)
-    if chunks * chunk != n:  # padding below every real entry; never among the k best, as n >= k
-        values = tf.pad(values, [[0, 0], [0, chunks * chunk - n]], constant_values=values.dtype.min)
+    if chunks * chunk != n:
+        # Padding at the dtype's lowest value (-inf for floats), after every real entry: a real entry of that value
+        # wins the tie by its lower index, so the padding is never among the k best, as n >= k.
+        lowest = float("-inf") if values.dtype.is_floating else values.dtype.min
+        values = tf.pad(values, [[0, 0], [0, chunks * chunk - n]], constant_values=lowest)
     grouped = tf.reshape(values, [rows, chunks, chunk])
     best_chunks = tf.sort(tf.math.top_k(tf.reduce_max(grouped, axis=2), k).indices, axis=1)  # (rows, k), ascending
     candidates = tf.reshape(tf.gather(grouped, best_chunks, batch_dims=1), [rows, k * chunk])

@@ -28,6 +28,15 @@ def test_top_k_breaks_ties_as_tensorflow_does():
     expect_equal_to_tensorflows(tf.constant(rows), 8)
 
 
+def test_top_k_of_rows_with_fewer_finite_entries_than_k_takes_no_padding():
+    rows = np.full((2, 5003), -np.inf, "float32")  # 5,003 entries: the last chunk is padded
+    rows[0, [5, 4000]] = 1.0  # two finite entries for k = 8: six -inf ones must come from the row, not the padding
+    rows[1, 5002] = -3.4e38  # at float32's lowest finite value, in the padded chunk
+    expect_equal_to_tensorflows(tf.constant(rows), 8)
+    scores, indices = top_k(tf.constant(rows), 8)
+    assert int(tf.reduce_max(indices)) < 5003
+
+
 def test_top_k_compiled_by_xla_and_on_short_or_unknown_rows():
     values = tf.random.stateless_normal([3, 9000], seed=[1, 1])
     compiled = tf.function(lambda v: top_k(v, 8), jit_compile=True)(values)
