@@ -301,15 +301,17 @@ def main(argv):
     ```
     """
     threads = {"--tensorflow_intra_op_parallelism": 0, "--tensorflow_inter_op_parallelism": 0}
+    if not argv or argv[0].startswith("-"):
+        print(__doc__, file=sys.stderr)
+        return 2
     for flag in argv[1:]:
         name, _, value = flag.partition("=")
         if name in threads and value.isdigit():
             threads[name] = int(value)
         elif flag != "--no-warmup":
-            argv = []
-    if not argv:
-        print(__doc__, file=sys.stderr)
-        return 2
+            print(f"c_api_loader: {flag!r} is not a flag it takes; it takes --no-warmup, "
+                  f"{'=N, '.join(threads)}=N (N a whole number, 0 for TensorFlow's default).", file=sys.stderr)
+            return 2
     try:
         model = CApiModel(argv[0], warm_up="--no-warmup" not in argv[1:],
                           intra_op_parallelism=threads["--tensorflow_intra_op_parallelism"],

@@ -168,3 +168,14 @@ def test_shipped_models_meet_the_contract():
         assert check_contract(export_dir, warmup=False) == [], export_dir
     configured = re.findall(r'name: "([^"]+)"', (SAVED_MODELS / "models.config").read_text())
     assert "transformer_multi30k_en_de" in configured and set(configured) <= set(served_models(SAVED_MODELS))
+
+
+def test_the_loader_script_refuses_a_flag_it_does_not_take_before_loading(capsys):
+    from kzoo.serving import c_api_loader
+
+    assert c_api_loader.main(["no/such/model", "--tensorflow_intra_op_parallelism=two"]) == 2
+    error = capsys.readouterr().err
+    assert "'--tensorflow_intra_op_parallelism=two' is not a flag it takes" in error and "--no-warmup" in error
+    assert c_api_loader.main(["no/such/model", "--warmup"]) == 2  # not --no-warmup
+    assert c_api_loader.main([]) == 2 and c_api_loader.main(["--no-warmup"]) == 2  # no model: the usage
+    assert "python kzoo/serving/c_api_loader.py" in capsys.readouterr().err
