@@ -1,17 +1,23 @@
 """The decoding rows of the translation study (issue 21): beam size and length penalty, scored on Multi30k val only.
 
-The shipped translator's weights, loaded as a `kzoo.translator.Translator`, decode the 1,014 val sentences with each
-(beam size, GNMT length penalty α) of the grid, in batches of 64; each row gives cased sacreBLEU and chrF. Only val
-is scored: test_2016_flickr is reported once, for the chosen model (issue 21's rule), so this script never reads it.
-The training rows of the study (model size, dropout, depth split, vocabulary, learning rate, ...) need a quiet
-2-core machine for their fixed training budgets and are run with the translation recipe itself (docs/open_work.md).
+The shipped translator's weights (or, with `--translator`, any folder `Translator.load` reads: a finished
+translation-recipe run, a SavedModel version), loaded as a `kzoo.translator.Translator`, decode the 1,014 val
+sentences with each (beam size, GNMT length penalty α) of the grid, in batches of 64; each row gives cased sacreBLEU
+and chrF. Only val is scored: test_2016_flickr is reported once, for the chosen model (issue 21's rule), so this
+script never reads it. The training rows of the study (model size, dropout, depth split, vocabulary, learning rate,
+...) are runs of the translation recipe itself, scored by benchmarks/translation_training_study.py.
 
 Usage:
     .venv/bin/python benchmarks/translation_decoding_study.py --output benchmarks/RESULTS.md
+    .venv/bin/python benchmarks/translation_decoding_study.py --translator RUN --output benchmarks/RESULTS.md
+
+Another translator's rows go to a section of their own, named after its folder (a SavedModel version's as
+MODEL-VERSION), so the shipped weights' rows stay.
 """
 
 import argparse
 import os
+import pathlib
 
 from results_file import environment_line, machine_load, replace_section
 
@@ -21,16 +27,26 @@ from kzoo.train.translation_recipe import score
 from kzoo.translator import Translator
 
 SECTION = "translation-study-decoding"
-GRID = [(1, 0.0), (4, 0.6), (4, 0.8), (4, 1.0), (5, 0.6), (5, 0.8), (5, 1.0), (6, 0.6), (6, 1.0)]
+GRID = [(1, 0.0), (4, 0.6), (4, 0.8), (4, 1.0), (5, 0.6), (5, 0.8), (5, 1.0), (5, 1.2), (6, 0.6), (6, 1.0)]
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--output", help="RESULTS.md to write the section into")
     parser.add_argument("--sentences", type=int, help="only the first N val sentences (a smoke run)")
+    parser.add_argument("--translator", type=pathlib.Path,
+                        help="a run folder or SavedModel version to study instead of the shipped translator")
     args = parser.parse_args()
-    model = shipped_model("transformer_multi30k_en_de")
-    version = saved_model_versions(model)[-1].name
+    model = args.translator or shipped_model("transformer_multi30k_en_de")
+    setting = Translator.load(model)
+    own = f"beam {setting.beam_size}, α {setting.length_penalty} as its setting"
+    if args.translator:
+        folder = args.translator.resolve()
+        name = f"{folder.parent.name}-{folder.name}" if folder.name.isdigit() else folder.name  # a version: model-N
+        section, described = f"{SECTION}-{name}", f"The weights of {name} ({own})"
+    else:
+        section = SECTION
+        described = f"The shipped weights (transformer_multi30k_en_de/{saved_model_versions(model)[-1].name}, {own})"
     english, german = (side[: args.sentences] for side in multi30k("val"))
     before = os.getloadavg()
     rows = []
@@ -47,9 +63,8 @@ def main():
         "",
         environment_line(),
         "",
-        f"The shipped weights (transformer_multi30k_en_de/{version}, trained with beam 4, α 0.6 as its setting) as a "
-        f"Python `Translator`, Multi30k val ({len(english)} sentences), batches of 64; sacreBLEU cased (13a) and chrF. "
-        "Validation only: the test set is not read.",
+        f"{described}, as a Python `Translator`, Multi30k val ({len(english)} sentences), batches of 64; "
+        "sacreBLEU cased (13a) and chrF. Validation only: the test set is not read.",
         "",
         "| decoding | val BLEU | val chrF | seconds |",
         "| --- | --- | --- | --- |",
@@ -59,7 +74,7 @@ def main():
     ])
     print(text)
     if args.output:
-        replace_section(args.output, SECTION, text)
+        replace_section(args.output, section, text)
 
 
 if __name__ == "__main__":

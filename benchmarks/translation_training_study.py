@@ -5,7 +5,8 @@ Each RUN is a finished or unfinished folder of `python -m kzoo.train.translation
 kept). For every budget in `--budgets` (minutes of training, measured from the run's tokenizer file, written just
 before training starts, to each checkpoint's file time), the epochs that ended inside it are averaged (the last
 `--average` of them, as the recipe does) and the averaged model decodes the 1,014 val sentences with the run's own
-beam settings; each row gives cased sacreBLEU (lowercased beside it) and chrF. Only val is scored: test_2016_flickr
+beam settings; each row gives cased sacreBLEU (lowercased beside it) and chrF. A budget longer than the run's own
+(its `minutes` setting) gets a row that says so, not the run's own epochs again. Only val is scored: test_2016_flickr
 is reported once, for the chosen model, by the recipe itself (issue 21's rule), so this script never reads it.
 
 The run folders are not committed (runs/ is ignored), so the file times must be those the training wrote: run this on
@@ -59,8 +60,14 @@ def study_rows(run, budgets, average, sentences=None, epoch_budgets=()):
     epochs = epoch_minutes(run)
     rows = []
     cuts = [(f"{budget:g}", [e for e in epochs if e[1] <= budget]) for budget in budgets]
+    # A run trained for `config.minutes` says nothing of a longer budget (its epochs would repeat its own row).
+    beyond = {f"{budget:g}" for budget in budgets if budget > config.minutes}
     cuts += [(f"{count} epochs", epochs[:count] if len(epochs) >= count else []) for count in epoch_budgets]
     for label, inside in cuts:
+        if label in beyond:
+            rows.append(f"| {run.name} | {changes(config)} | {label} | beyond the run's own {config.minutes:g}-minute "
+                        "budget | | | |")
+            continue
         if not inside:
             rows.append(f"| {run.name} | {changes(config)} | {label} | no such epoch in the run | | | |")
             continue

@@ -18,7 +18,7 @@ def run(script, *args):
     return [line for line in completed.stdout.splitlines() if line.startswith("| ") and "---" not in line]
 
 
-@pytest.mark.slow  # about a minute: nine decodings of the shipped translator; `make test-slow` runs it
+@pytest.mark.slow  # about a minute: ten decodings of the shipped translator; `make test-slow` runs it
 def test_the_decoding_study_scores_every_setting_of_its_grid_on_val():
     sys.path.insert(0, str(REPOSITORY / "benchmarks"))
     from translation_decoding_study import GRID
@@ -29,6 +29,25 @@ def test_the_decoding_study_scores_every_setting_of_its_grid_on_val():
         "greedy" if beam == 1 else f"beam {beam}, α {alpha}" for beam, alpha in GRID]
     for cells in scored[: len(GRID)]:
         assert 15 < float(cells[1]) < 70 and 40 < float(cells[2]) < 90  # BLEU and chrF of the shipped weights
+
+
+@pytest.mark.slow  # about a minute: ten decodings of the version kept for servers without XLA, on 8 sentences
+def test_the_decoding_study_of_another_translator_writes_a_section_of_its_own(tmp_path):
+    sys.path.insert(0, str(REPOSITORY / "benchmarks"))
+    from translation_decoding_study import GRID, SECTION
+
+    results = tmp_path / "RESULTS.md"
+    results.write_text(f"<!-- {SECTION}:start -->\nthe shipped weights' rows\n<!-- {SECTION}:end -->\n")
+    version = REPOSITORY / "saved_models" / "transformer_multi30k_en_de" / "4"
+    rows = run("translation_decoding_study.py", "--translator", str(version), "--sentences", "8", "--output",
+               str(results))
+    assert len([row for row in rows if row.startswith(("| greedy", "| beam"))]) >= len(GRID)
+    text = results.read_text()
+    assert "the shipped weights' rows" in text  # the shipped section is kept
+    name = f"{SECTION}-transformer_multi30k_en_de-4"
+    own = text[text.index(f"<!-- {name}:start -->"): text.index(f"<!-- {name}:end -->")]
+    assert "The weights of transformer_multi30k_en_de-4 (beam 4, α 0.6 as its setting)" in own
+    assert "| beam 5, α 1.2 |" in own
 
 
 @pytest.mark.slow
@@ -53,12 +72,14 @@ def test_the_training_study_scores_a_run_at_each_budget(tmp_path):
     (english, german), val = multi30k("train"), multi30k("val")
     translation_recipe.train(config, tmp_path / "tiny", (english[:300], german[:300]), (val[0][:8], val[1][:8]),
                              test_pairs=(), verbose=0, methods=("greedy",))
-    rows = run("translation_training_study.py", str(tmp_path / "tiny"), "--budgets", "0.0001", "1000",
+    rows = run("translation_training_study.py", str(tmp_path / "tiny"), "--budgets", "0.0001", "55", "1000",
                "--epoch-budgets", "1", "4", "--average", "2", "--sentences", "8")
     table = rows[next(i for i, row in enumerate(rows) if row.startswith("| run |")) + 1:]  # not the progress lines
     cells = [[cell.strip() for cell in row.strip("|").split("|")] for row in table if row.startswith("| tiny")]
-    assert [row[2] for row in cells] == ["0.0001", "1000", "1 epochs", "4 epochs"]
-    assert cells[0][3] == cells[3][3] == "no such epoch in the run"
+    assert [row[2] for row in cells] == ["0.0001", "55", "1000", "1 epochs", "4 epochs"]
+    assert cells[0][3] == cells[4][3] == "no such epoch in the run"
+    assert cells[2][3] == "beyond the run's own 55-minute budget"  # the recipe's default minutes
+    del cells[2]
     assert cells[2][3].startswith("1 (") and cells[2][4] == "1"
     assert "dropout=0.2" in cells[1][1] and "hidden_dim=32" in cells[1][1]
     assert cells[1][3].startswith("3 (") and cells[1][4] == "2"  # every epoch inside, the last two averaged
@@ -81,3 +102,27 @@ def test_the_training_study_keeps_earlier_rows_unless_scored_again(tmp_path):
     new = [row("s1", "60", 5, "39.10"), row("s1", "60", 10, "39.20"), row("s2", "30", 5, "38.00")]
     assert earlier_rows(results, new) == old[:2]  # s1 at 60 minutes, 5 averaged, is the one scored again
     assert earlier_rows(tmp_path / "absent.md", new) == []
+
+
+@pytest.mark.slow  # about half a minute: a tiny model, two epochs of two steps
+def test_the_step_time_probe_times_the_recipes_model_on_its_batches():
+    config = ('{"vocabulary_size": 400, "encoder_layers": 1, "decoder_layers": 1, "hidden_dim": 32, "num_heads": 2, '
+              '"intermediate_dim": 64, "max_tokens": 512, "max_length": 32}')
+    completed = subprocess.run([sys.executable, "benchmarks/translation_step_time.py", "--config", config, "--steps",
+                                "2", "--epochs", "3", "--train-pairs", "300", "--jit-compile", "off"], cwd=REPOSITORY,
+                               capture_output=True, text=True, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    line = next(line for line in completed.stdout.splitlines() if line.startswith("config "))
+    assert "jit_compile off (False)" in line and "ms a step per epoch [" in line
+    per_epoch = [int(ms) for ms in line.split("per epoch [")[1].split("]")[0].split(", ")]
+    assert len(per_epoch) == 2 and all(ms > 0 for ms in per_epoch)  # the two epochs after the first
+
+
+def test_the_step_time_probe_refuses_a_single_epoch_before_any_work():
+    probe = ("import sys; sys.path.insert(0, 'benchmarks'); import translation_step_time\n"
+             "try:\n    translation_step_time.main(['--epochs', '1'])\n"
+             "except SystemExit as exit:\n    print(exit.code, 'tensorflow' in sys.modules)")
+    completed = subprocess.run([sys.executable, "-c", probe], cwd=REPOSITORY, capture_output=True, text=True,
+                               timeout=60)
+    assert completed.stdout.split() == ["2", "False"]  # refused before TensorFlow was imported
+    assert "--steps 40 --epochs 1: at least one step and two epochs are needed" in completed.stderr
