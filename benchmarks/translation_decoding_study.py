@@ -38,8 +38,8 @@ def main():
                         help="a run folder or SavedModel version to study instead of the shipped translator")
     args = parser.parse_args()
     model = args.translator or shipped_model("transformer_multi30k_en_de")
-    setting = Translator.load(model)
-    own = f"beam {setting.beam_size}, α {setting.length_penalty} as its setting"
+    loaded = Translator.load(model)  # once: each setting of the grid decodes with these weights
+    own = f"beam {loaded.beam_size}, α {loaded.length_penalty} as its setting"
     if args.translator:
         folder = args.translator.resolve()
         name = f"{folder.parent.name}-{folder.name}" if folder.name.isdigit() else folder.name  # a version: model-N
@@ -52,7 +52,8 @@ def main():
     rows = []
     for beam_size, alpha in GRID:
         method = "greedy" if beam_size == 1 else "beam"
-        translator = Translator.load(model, method=method, beam_size=max(beam_size, 1), length_penalty=alpha)
+        translator = Translator(loaded.model, loaded.tokenizer, **{
+            **loaded.settings(), "method": method, "beam_size": beam_size, "length_penalty": alpha})
         scores, _ = score(translator, english, german)
         label = "greedy" if method == "greedy" else f"beam {beam_size}, α {alpha}"
         rows.append(f"| {label} | {scores['bleu']:.2f} | {scores['chrf']:.2f} | {scores['seconds']} |")

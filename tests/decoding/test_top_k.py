@@ -33,7 +33,7 @@ def test_top_k_of_rows_with_fewer_finite_entries_than_k_takes_no_padding():
     rows[0, [5, 4000]] = 1.0  # two finite entries for k = 8: six -inf ones must come from the row, not the padding
     rows[1, 5002] = -3.4e38  # at float32's lowest finite value, in the padded chunk
     expect_equal_to_tensorflows(tf.constant(rows), 8)
-    scores, indices = top_k(tf.constant(rows), 8)
+    _, indices = top_k(tf.constant(rows), 8)
     assert int(tf.reduce_max(indices)) < 5003
 
 
