@@ -15,6 +15,7 @@ __getattr__, __dir__ = lazy_namespace(__name__, {
     "WarmupLinearDecay": "kzoo.train.schedules",
     "TimeBudget": "kzoo.train.callbacks",
     "StopAtStep": "kzoo.train.callbacks",
+    "LinearDecayToBudget": "kzoo.train.callbacks",
     "StepLoss": "kzoo.train.callbacks",
     "Run": "kzoo.train.run",
     "average_weights": "kzoo.train.callbacks",

@@ -50,6 +50,69 @@ class TimeBudget(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
+class LinearDecayToBudget(keras.callbacks.Callback):
+    """Set the optimizer's learning rate before every step: a linear rise to `peak` over `warmup_steps`, then a
+    linear fall that reaches 0 when the run's budget is spent, whichever of its two budgets comes first: `minutes`
+    of wall time since training began, or `total_steps` optimizer steps.
+
+    `lr = peak · min((step + 1) / warmup_steps, 1 - progress)`, where `progress` is the larger of the spent fractions
+    of the two budgets. A run that stops on a budget ends annealed, at a learning rate near 0, instead of at the
+    inverse-square-root schedule's still-high rate, which leaves the last weights noisy (Li, Yumer and Ramanan 2020,
+    "Budgeted Training": a linear decay to zero over the budget beats the usual schedules cut short). The rise is the
+    paper's: `TransformerSchedule(d, warmup_steps, scale)` has the same rate for the first `warmup_steps` steps with
+    `peak = scale · d^-0.5 · warmup_steps^-0.5`. A time budget makes the schedule depend on the machine's speed, as
+    the budget itself does; `minutes=None` makes it depend on steps alone (deterministic).
+
+    The optimizer must hold a plain learning rate (a float, not a schedule), which this callback overwrites.
+
+    Example:
+    ```python
+    model = keras.Sequential([keras.Input((2,)), keras.layers.Dense(1)])
+    model.compile(keras.optimizers.SGD(1.0), "mse")
+    decay = kzoo.train.LinearDecayToBudget(peak=0.1, warmup_steps=2, total_steps=6)
+    model.fit(np.zeros((12, 2)), np.zeros((12, 1)), batch_size=2, epochs=1, verbose=0, callbacks=[decay])
+    np.round(decay.rates, 4).tolist()  # [0.05, 0.0833, 0.0667, 0.05, 0.0333, 0.0167]: the rate of each of the 6 steps
+    ```
+    """
+
+    def __init__(self, peak, warmup_steps, minutes=None, total_steps=None, clock=time.monotonic):
+        super().__init__()
+        if not peak > 0:
+            raise ValueError(f"peak={peak} must be positive.")
+        if int(warmup_steps) < 1:
+            raise ValueError(f"warmup_steps={warmup_steps} must be at least 1.")
+        if minutes is None and total_steps is None:
+            raise ValueError("LinearDecayToBudget needs a budget: give minutes, total_steps or both.")
+        if minutes is not None and not minutes > 0:
+            raise ValueError(f"minutes={minutes} must be positive.")
+        if total_steps is not None and int(total_steps) <= int(warmup_steps):
+            raise ValueError(f"total_steps={total_steps} must exceed warmup_steps={warmup_steps}, leaving steps "
+                             "for the decay.")
+        self.peak, self.warmup_steps = float(peak), int(warmup_steps)
+        self.seconds = None if minutes is None else 60.0 * minutes
+        self.total_steps = None if total_steps is None else int(total_steps)
+        self.clock = clock
+        self.rates = []
+
+    def rate(self, step, elapsed):
+        """The learning rate of optimizer step `step` (from 0) taken `elapsed` seconds after training began."""
+        progress = max(elapsed / self.seconds if self.seconds else 0.0,
+                       step / self.total_steps if self.total_steps else 0.0)
+        return self.peak * max(0.0, min((step + 1) / self.warmup_steps, 1.0 - progress))
+
+    def on_train_begin(self, logs=None):
+        if isinstance(self.model.optimizer.get_config()["learning_rate"], dict):  # a serialized schedule
+            raise ValueError("LinearDecayToBudget sets the optimizer's learning rate itself; compile the model with "
+                             "an optimizer whose learning_rate is a float, not a schedule.")
+        self.start, self.step = self.clock(), int(self.model.optimizer.iterations)
+
+    def on_train_batch_begin(self, batch, logs=None):
+        rate = self.rate(self.step, self.clock() - self.start)
+        self.model.optimizer.learning_rate = rate
+        self.rates.append(rate)
+        self.step += 1
+
+
 class StopAtStep(keras.callbacks.Callback):
     """Stop training once the optimizer has taken `total_steps` steps, even in the middle of an epoch.
 

@@ -17,6 +17,7 @@ from kzoo.train.run import recipe_parser, run_recipe
 
 MODULE = "kzoo.train.translation_recipe"
 DTYPES = ("float32", "mixed_bfloat16", "mixed_float16")
+SCHEDULES = ("inverse_sqrt", "linear_to_budget")
 # Named configurations of the recipe (`--preset NAME`, `TranslationConfig.from_preset(NAME)`), each given as the
 # fields it changes from the defaults (which reproduce the shipped model's versions 1-4). benchmarks/RESULTS.md,
 # sections translation-study-training and translation-study-decoding, says how they were chosen: on val BLEU only.
@@ -56,6 +57,9 @@ class TranslationConfig:
     max_length: int = setting(128, "subwords kept per sentence, end token included", minimum=4)
     warmup_steps: int = setting(1000, "warm-up steps of the paper's learning-rate schedule", minimum=1)
     learning_rate_scale: float = setting(0.7, "a constant factor on the paper's learning-rate schedule", above=0.0)
+    schedule: str = setting("inverse_sqrt", "after the warm-up: the paper's inverse square root, or a linear fall that "
+                            "reaches 0 when the time budget (minutes) or the epochs run out, from the paper's peak",
+                            choices=SCHEDULES)
     epochs: int = setting(30, "the most epochs to train", minimum=1)
     steps_per_epoch: int = setting(0, "steps between checkpoints; 0: one pass over the training data", minimum=0)
     minutes: float = setting(55.0, "training time budget in minutes (checked at every step)", above=0.0)
@@ -120,7 +124,8 @@ def build_model(config, vocabulary_size):
 
 
 def compile_model(model, config):
-    """Compile `model` as the recipe trains it: Adam(0.9, 0.98, 1e-9) on the paper's warm-up schedule, the
+    """Compile `model` as the recipe trains it: Adam(0.9, 0.98, 1e-9) on the paper's warm-up schedule (with
+    `schedule="linear_to_budget"` at the schedule's peak rate, which `schedule_callbacks` then sets step by step), the
     label-smoothed cross-entropy over real tokens, and token accuracy.
 
     Example:
@@ -140,11 +145,47 @@ def compile_model(model, config):
     from kzoo.train.schedules import TransformerSchedule
 
     schedule = TransformerSchedule(config.hidden_dim, config.warmup_steps, config.learning_rate_scale)
+    if config.schedule == "linear_to_budget":
+        schedule = peak_learning_rate(config)
     model.compile(
         optimizer=keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
         loss=MaskedCrossEntropy(config.label_smoothing),
         metrics=[MaskedAccuracy()],
     )
+
+
+def peak_learning_rate(config):
+    """The paper's schedule's highest rate, at the end of the warm-up: `scale · d_model^-0.5 · warmup_steps^-0.5`.
+
+    Example:
+    ```python
+    from kzoo.train.translation_recipe import TranslationConfig, peak_learning_rate
+
+    round(peak_learning_rate(TranslationConfig()), 6)  # 0.001383: 0.7 · 256^-0.5 · 1000^-0.5
+    ```
+    """
+    return config.learning_rate_scale * config.hidden_dim**-0.5 * config.warmup_steps**-0.5
+
+
+def schedule_callbacks(config, steps_per_epoch):
+    """The callbacks the configuration's learning-rate schedule needs during `fit`: none for the paper's schedule
+    (the optimizer holds it), `kzoo.train.LinearDecayToBudget` for "linear_to_budget", whose fall reaches 0 at the
+    time budget or after `config.epochs` epochs of `steps_per_epoch` steps, whichever comes first.
+
+    Example:
+    ```python
+    from kzoo.train.translation_recipe import TranslationConfig, schedule_callbacks
+
+    [decay] = schedule_callbacks(TranslationConfig(schedule="linear_to_budget", epochs=20), steps_per_epoch=282)
+    decay.total_steps, decay.seconds, decay.warmup_steps  # (5640, 3300.0, 1000)
+    ```
+    """
+    if config.schedule == "inverse_sqrt":
+        return []
+    from kzoo.train.callbacks import LinearDecayToBudget
+
+    return [LinearDecayToBudget(peak_learning_rate(config), config.warmup_steps, minutes=config.minutes,
+                                total_steps=config.epochs * steps_per_epoch)]
 
 
 def translator(model, tokenizer, config, method="beam"):
@@ -274,7 +315,8 @@ def train(config, output, train_pairs=None, val_pairs=None, test_pairs=None, res
             epochs=config.epochs,
             verbose=verbose,
             callbacks=run.callbacks(minutes=config.minutes,
-                                    early_stopping={"monitor": "val_loss", "patience": config.patience}),
+                                    early_stopping={"monitor": "val_loss", "patience": config.patience})
+            + schedule_callbacks(config, steps_per_epoch),
         )
         train_seconds = time.monotonic() - started
         with open(run.file("history.csv")) as file:

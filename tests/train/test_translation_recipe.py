@@ -92,3 +92,12 @@ def test_a_killed_run_resumes_from_its_backup_to_the_planned_steps(pairs, tmp_pa
     _, _, results = run(TINY, tmp_path / "run", pairs, resume=True)
     assert results["steps"] == 12 and results["epochs"] == 3
     assert read_run(tmp_path / "run")["status"] == "finished"
+
+
+def test_the_linear_schedule_falls_to_zero_at_the_planned_steps(pairs, tmp_path):
+    config = dataclasses.replace(TINY, schedule="linear_to_budget", warmup_steps=2, epochs=2, average_last=1)
+    model, _, results = run(config, tmp_path / "run", pairs)
+    peak = translation_recipe.peak_learning_rate(config)
+    assert results["steps"] == 8
+    # Step 7 of 8 (from 0) ran at peak · (1 - 7/8); the 55-minute budget has hardly begun.
+    assert float(model.optimizer.learning_rate) == pytest.approx(peak / 8, rel=1e-3)
