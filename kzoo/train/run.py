@@ -355,7 +355,7 @@ def parse_recipe_arguments(parser, argv=None):
 
     parser = recipe_parser(MODULE, TranslationConfig, "Train a translator.", presets=PRESETS)
     args = parse_recipe_arguments(parser, ["--output", "run", "--preset", "multi30k_hour", "--beam-size", "6"])
-    args.beam_size, args.minutes, args.dropout  # (6, 60.0, 0.1): a flag wins over the preset, the preset over defaults
+    args.beam_size, args.minutes, args.dropout  # (6, 60.0, 0.2): a flag wins over the preset, the preset over defaults
     ```
     """
     known, _ = parser.parse_known_args(argv)
