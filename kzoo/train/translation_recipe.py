@@ -23,9 +23,10 @@ SCHEDULES = ("inverse_sqrt", "linear_to_budget")
 # sections translation-study-training and translation-study-decoding, says how they were chosen: on val BLEU only.
 PRESETS = {
     # The study's best so far on val: the shipped model's size with dropout 0.2, in mixed bfloat16 (1.5x the steps of
-    # float32 on a CPU with AVX-512 BF16: 23 epochs in the 2-core hour instead of 17), trained for the whole hour
-    # (early stopping left to the budget) and decoded with beam 5 and length penalty 1.0: 39.98 val BLEU (run s7),
-    # against 39.30 for the shipped weights with the same decoding (38.95 with their beam 4, 0.6).
+    # float32 on this AMD EPYC with AVX-512 BF16: 23 epochs in the 2-core hour instead of 17; a CPU without bfloat16
+    # instructions may run it slower than float32, so time both with benchmarks/translation_step_time.py), trained for
+    # the whole hour (early stopping left to the budget) and decoded with beam 5 and length penalty 1.0: 39.98 val
+    # BLEU (run s7), against 39.30 for the shipped weights with the same decoding (38.95 with their beam 4, 0.6).
     "multi30k_hour": {"minutes": 60.0, "beam_size": 5, "length_penalty": 1.0, "dtype": "mixed_bfloat16",
                       "dropout": 0.2, "epochs": 40, "patience": 40},
 }
