@@ -228,7 +228,7 @@ class Translator(tf.Module):
 
     @classmethod
     def _from_saved_folder(cls, path, overrides):
-        import keras
+        keras = _keras_knowing_kzoo()
 
         description = _read_description(path / SETTINGS_FILE)
         model = keras.saving.load_model(path / MODEL_FILE, compile=False)
@@ -237,7 +237,7 @@ class Translator(tf.Module):
 
     @classmethod
     def _from_run(cls, path, overrides):
-        import keras
+        keras = _keras_knowing_kzoo()
 
         state = path / "run.json"
         if state.is_file() and json.loads(state.read_text()).get("status") != "finished":
@@ -252,7 +252,7 @@ class Translator(tf.Module):
 
     @classmethod
     def _from_saved_model(cls, version, overrides):
-        import keras
+        keras = _keras_knowing_kzoo()
 
         extra = version / "assets.extra"
         if not (extra / SETTINGS_FILE).is_file():
@@ -263,6 +263,17 @@ class Translator(tf.Module):
         _restore_saved_model_weights(model, version, (description.get("quantization") or {}).get("weights"))
         return cls(model, SubwordTokenizer.load(extra / description["tokenizer"]),
                    **{**description["settings"], **overrides})
+
+
+def _keras_knowing_kzoo():
+    """Keras, with kzoo's model and layer classes registered for its deserializer: a saved model names them
+    ("kzoo>Transformer"), and Keras finds them only once their modules are imported, which nothing else in a fresh
+    process (such as `python -m kzoo.export --run RUN`) may have done."""
+    import keras
+
+    import kzoo.models  # noqa: F401  (registers Transformer and the kzoo layers it is made of)
+
+    return keras
 
 
 def _read_description(path):

@@ -28,18 +28,11 @@ COMPUTE_DTYPES = ("float32", "bfloat16")  # kzoo.export.quantization.COMPUTE_DTY
 
 def export_translation_run(run, output, version=None, quantization=None, compute_dtype=None, jit_max_sentences=0,
                            lanes=1):
-    import keras
-
     from kzoo.export.translator_export import export_translator
-    from kzoo.text import SubwordTokenizer
     from kzoo.translator import Translator
 
-    config = json.loads((run / "config.json").read_text())
-    model = keras.saving.load_model(run / "model.keras", compile=False)  # no optimizer state in the export
-    tokenizer = SubwordTokenizer.load(run / "tokenizer.model")
-    translator = Translator(model, tokenizer, method="beam", beam_size=config["beam_size"],
-                            length_penalty=config["length_penalty"], max_source_length=config["max_length"],
-                            jit_max_sentences=jit_max_sentences, lanes=lanes)
+    # The run's model (no optimizer state) and tokenizer, with the beam settings its config.json records.
+    translator = Translator.load(run, method="beam", jit_max_sentences=jit_max_sentences, lanes=lanes)
     return export_translator(translator, output, version, quantization=quantization, compute_dtype=compute_dtype)
 
 

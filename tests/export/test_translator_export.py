@@ -106,3 +106,20 @@ def test_cli_exports_a_training_run(tmp_path, translator):
     serve = tf.saved_model.load(str(tmp_path / "exported" / "1")).signatures["serving_default"]
     served = [t.decode() for t in serve(text=tf.constant(SENTENCES[:2]))["translation"].numpy()]
     assert served == translator(SENTENCES[:2])
+
+
+def test_cli_exports_a_training_run_from_a_fresh_process(tmp_path, translator):
+    # `python -m kzoo.export` imports no model module of its own: loading model.keras must register kzoo's classes
+    # (the in-process test above passes whatever this process imported before it).
+    from kzoo.train.run import Run
+
+    run = tmp_path / "run"
+    with Run(run, "kzoo.train.translation_recipe", {"beam_size": 3, "length_penalty": 0.6, "max_length": 24}):
+        translator.model.save(run / "model.keras")
+        translator.tokenizer.save(run / "tokenizer.model")
+    completed = subprocess.run([sys.executable, "-m", "kzoo.export", "--run", str(run), "--output",
+                                str(tmp_path / "exported")], capture_output=True, text=True, timeout=300)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert completed.stdout.strip().splitlines()[-1] == str(tmp_path / "exported" / "1")
+    described = json.loads((tmp_path / "exported" / "1" / "assets.extra" / "translator.json").read_text())
+    assert (described["settings"]["beam_size"], described["settings"]["max_source_length"]) == (3, 24)
