@@ -114,21 +114,40 @@ def _feed_forward(spec, block):
     _layer_norm(spec.layer_norm, block.feed_forward_norm)
 
 
-def _positions(spec, model, positions):
-    """kzoo's own position table for positions 0 .. max_sequence_length - 1: its sinusoids interleave sin and cos
-    (CTranslate2's built-in table concatenates them), or the learned table."""
+def _positions(spec, model, positions, count):
+    """kzoo's own position table for positions 0 .. count - 1: its sinusoids interleave sin and cos (CTranslate2's
+    built-in table concatenates them), or the learned table (max_sequence_length rows, whatever `count`)."""
     if model.position_encoding == "learned":
         spec.encodings = _numpy(positions.position_embeddings)
         return
-    zeros = np.zeros((1, model.max_sequence_length, model.hidden_dim), np.float32)
+    zeros = np.zeros((1, count, model.hidden_dim), np.float32)
     spec.encodings = _numpy(positions(zeros))[0]
 
 
-def _input_layers(spec, model, embedding, positions):
+def _input_layers(spec, model, embedding, positions, count):
     embeddings = spec.embeddings[0] if isinstance(spec.embeddings, list) else spec.embeddings
     embeddings.weight = _numpy(embedding.embeddings)
     spec.scale_embeddings = bool(embedding.scale)
-    _positions(spec.position_encodings, model, positions)
+    _positions(spec.position_encodings, model, positions, count)
+
+
+def decoder_positions(model, max_output_factor=1.5):
+    """How many target positions CTranslate2's table must hold for a kzoo `Transformer`: the longest output kzoo's
+    `Translator` lets it write (`max_output_factor` · a source of `max_sequence_length` tokens + 10, end included).
+    kzoo's sinusoids are computed for any position, so its decoder goes past `max_sequence_length` where a long
+    source allows it (202 positions for 128), while CTranslate2 stops with "No position encodings are defined for
+    positions >= ..." beyond its table.
+
+    Example:
+    ```python
+    from kzoo.export.ctranslate2_export import decoder_positions
+
+    model = kzoo.models.Transformer(300, num_encoder_layers=1, num_decoder_layers=1, hidden_dim=16, num_heads=2,
+                                    intermediate_dim=32, max_sequence_length=128)
+    decoder_positions(model)  # 202
+    ```
+    """
+    return output_limits([[None] * (model.max_sequence_length - 1)], max_output_factor)[0]
 
 
 def transformer_spec(model, tokenizer):
@@ -159,12 +178,12 @@ def transformer_spec(model, tokenizer):
         activation=_activation(model, common_spec))
 
     # Encoder: embeddings (scaled by √d), kzoo's positions, post-LN (or pre-LN) blocks.
-    _input_layers(spec.encoder, model, model.source_embedding, model.source_positions)
+    _input_layers(spec.encoder, model, model.source_embedding, model.source_positions, model.max_sequence_length)
     for layer, block in zip(spec.encoder.layer, model.encoder_blocks):
         _self_attention(layer.self_attention, block.self_attention, block.self_attention_norm)
         _feed_forward(layer.ffn, block)
     # Decoder: the same, with attention over the encoder output, and the output projection.
-    _input_layers(spec.decoder, model, model.target_embedding, model.target_positions)
+    _input_layers(spec.decoder, model, model.target_embedding, model.target_positions, decoder_positions(model))
     for layer, block in zip(spec.decoder.layer, model.decoder_blocks):
         _self_attention(layer.self_attention, block.self_attention, block.self_attention_norm)
         _cross_attention(layer.attention, block.cross_attention, block.cross_attention_norm)
@@ -196,9 +215,10 @@ def export_ctranslate2(model, tokenizer, output_dir, quantization=None):
     in id order), and the tokenizer's `sentencepiece.model`; `ctranslate2.Translator(output_dir)` loads it, and
     `translate_ctranslate2` translates text with it as `kzoo.translator.Translator` does. The mapping: post-LN
     blocks (`pre_norm=False`; pre-LN models get CTranslate2's pre-norm blocks and final norms), embeddings scaled by
-    √d_model, kzoo's own position table (its sinusoids interleave sin and cos) for `max_sequence_length` positions,
-    queries, keys and values fused into one projection, the tied output projection, the layer-norm epsilon, and
-    kzoo's special tokens: the end token appended to the source, decoding from the start token.
+    √d_model, kzoo's own position tables (its sinusoids interleave sin and cos: `max_sequence_length` source
+    positions, and target positions for the longest output kzoo writes, `decoder_positions`), queries, keys and
+    values fused into one projection, the tied output projection, the layer-norm epsilon, and kzoo's special tokens:
+    the end token appended to the source, decoding from the start token.
 
     The folder is written under a temporary name and renamed into place, so a reader never sees half of it; an
     existing `output_dir` is never overwritten.

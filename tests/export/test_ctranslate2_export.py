@@ -134,6 +134,19 @@ def test_output_is_cut_at_kzoos_per_sentence_limit(shipped, tmp_path):
     assert [len(row) for row in ids] == [limit - 1 for limit in output_limits(pieces)]  # then kzoo's forced end
 
 
+def test_outputs_longer_than_the_models_max_sequence_length_decode_as_kzoos(shipped, tmp_path):
+    # kzoo's sinusoids hold for any position, so a source of max_sequence_length tokens may be answered with
+    # 1.5 x that + 10 (here 22 for 8); CTranslate2's table must hold as many target positions, or it stops with
+    # "No position encodings are defined for positions >= 8" (as it did for the shipped version 9 and 128).
+    model = random_model(shipped.tokenizer, max_sequence_length=8)
+    texts = ["Two men are playing football on a field near the river.", "A dog."]
+    kzoo_ids = kzoo_greedy_ids(Translator(model, shipped.tokenizer, method="greedy", max_source_length=8), texts)
+    served = load(export_ctranslate2(model, shipped.tokenizer, tmp_path / "ct2"))
+    ids = ctranslate2_ids(served, shipped.tokenizer, texts, beam_size=1, max_source_length=8)
+    assert ids == kzoo_ids and len(ids[0]) == output_limits([[None] * 7])[0] - 1 == 21
+    assert ctranslate2_ids(served, shipped.tokenizer, texts, beam_size=4, max_source_length=8)[0]  # beam search too
+
+
 @pytest.mark.parametrize("config", [
     dict(normalize_first=True, activation="gelu", position_encoding="learned", max_sequence_length=64),
     dict(tie_output_embedding=False, activation=gelu_approximate, layer_norm_epsilon=1e-3),
