@@ -14,6 +14,10 @@ the machine that trained them. A row's budget is wall time on that machine, so t
 A run made beside other work is scored at budgets in epochs instead (`--epoch-budgets`): every configuration of the
 same data and tokens per batch takes the same steps an epoch, so a quiet run's minutes per epoch convert them.
 
+With `--output`, the section keeps the rows of earlier scorings that this one does not score again (runs whose
+folders are gone) and, above its own header line, their header lines (date, command, CPU), so the table says how
+each of its rows was made; the rows are printed as they are scored and the section is written, not printed.
+
 Usage:
     .venv/bin/python benchmarks/translation_training_study.py runs/study/* --budgets 30 60 \
         --output benchmarks/RESULTS.md
@@ -95,6 +99,19 @@ def earlier_rows(path, rows):
     return [row for row in old if row_key(row) not in new]
 
 
+def earlier_scorings(path):
+    """The header lines of `path`'s section (when and with what command each earlier scoring ran: one line each,
+    between the title and the description), which a new scoring keeps above its own line while earlier rows stay."""
+    section = (read_section(path, SECTION) or "").splitlines()
+    header = []
+    for line in section[1:]:
+        if line.startswith("Runs of "):
+            return header
+        if line.strip():
+            header.append(line)
+    return []
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("runs", nargs="+", type=pathlib.Path, help="translation-recipe run folders")
@@ -114,9 +131,11 @@ def main():
             for row in study_rows(run, args.budgets, args.average, args.sentences, args.epoch_budgets)]
     after = os.getloadavg()
     kept = earlier_rows(args.output, rows) if args.output else []
+    scorings = earlier_scorings(args.output) if kept else []
     text = "\n".join([
         "## Translation study: training settings on val (issue 21)",
         "",
+        *[line for scoring in scorings for line in (scoring, "")],
         environment_line(),
         "",
         "Runs of `python -m kzoo.train.translation_recipe` on the 2-core machine, each scored at a fixed shorter "
@@ -135,9 +154,11 @@ def main():
         "",
         machine_load(before, after) + " (while scoring; the training load is in each run's log).",
     ])
-    print(text)
     if args.output:
         replace_section(args.output, SECTION, text)
+        print(f"wrote section {SECTION} of {args.output}: {len(rows)} new rows, {len(kept)} earlier ones kept")
+    else:
+        print(text)
 
 
 if __name__ == "__main__":

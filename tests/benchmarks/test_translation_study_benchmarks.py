@@ -104,6 +104,22 @@ def test_the_training_study_keeps_earlier_rows_unless_scored_again(tmp_path):
     assert earlier_rows(tmp_path / "absent.md", new) == []
 
 
+def test_the_training_study_keeps_the_earlier_scorings_header_lines(tmp_path):
+    sys.path.insert(0, str(REPOSITORY / "benchmarks"))
+    from translation_training_study import SECTION, earlier_scorings
+
+    first = "2026-12-05T09:15:13+00:00 · `translation_training_study.py runs/s0 --budgets 30` · AMD EPYC"
+    second = "2026-12-06T02:26:00+00:00 · `translation_training_study.py runs/s6 --budgets 30 60` · AMD EPYC"
+    results = tmp_path / "RESULTS.md"
+    results.write_text("\n".join([f"<!-- {SECTION}:start -->", "## Translation study", "", first, "", second, "",
+                                  "Runs of `python -m kzoo.train.translation_recipe` on the 2-core machine.", "",
+                                  "| run |", f"<!-- {SECTION}:end -->"]))
+    assert earlier_scorings(results) == [first, second]
+    results.write_text(f"<!-- {SECTION}:start -->\n## Translation study\n\n{first}\n<!-- {SECTION}:end -->")
+    assert earlier_scorings(results) == []  # no description line: not a section this script wrote
+    assert earlier_scorings(tmp_path / "absent.md") == []
+
+
 @pytest.mark.slow  # about half a minute: a tiny model, two epochs of two steps
 def test_the_step_time_probe_times_the_recipes_model_on_its_batches():
     config = ('{"vocabulary_size": 400, "encoder_layers": 1, "decoder_layers": 1, "hidden_dim": 32, "num_heads": 2, '
