@@ -4,9 +4,10 @@ The shipped translator (saved_models/transformer_multi30k_en_de, its newest vers
 256, 8,000 shared SentencePiece pieces, with its own beam size and length penalty) served several ways, in one run:
 - kzoo SavedModel, TF Python: `tf.saved_model.load` and its `serving_default` (tokenizing, beam search and
   detokenizing in the graph), with 1 intra-op and 2 inter-op threads, as README tells TF Serving to run it
-  (`--tensorflow_intra_op_parallelism=1 --tensorflow_inter_op_parallelism=2`). Older versions of the same weights
-  are contenders too, so that each speed setting's gain is read in the same run: the version before the newest,
-  and, where the newest decodes small sub-batches compiled by XLA (`jit_max_sentences`), the newest without it.
+  (`--tensorflow_intra_op_parallelism=1 --tensorflow_inter_op_parallelism=2`). So that the speed settings' gain
+  is read in the same run, the newest's weights are also exported for the run without them (no XLA, one lane:
+  `jit_max_sentences=0, lanes=1`), and the version before the newest is timed too, with its own weights and beam
+  settings (which its row names), so that a new model's speed is read beside the one it replaces.
 - kzoo SavedModel quantized, TF Python: `kzoo.export.export_translator(..., quantization="int8")` of the same
   weights (int8 matrices), twice: with float32 matmuls (`compute_dtype="float32"`) and with bfloat16 matmuls
   (`compute_dtype="bfloat16"`), each loaded as the float32 one; which of the two is faster depends on the CPU.
@@ -93,25 +94,22 @@ def process_cpu_seconds(pid):
 
 
 def described(version):
-    """"version N (its speed settings)", from what the version records."""
+    """"version N (its speed and beam settings)", from what the version records."""
     settings = recorded_settings(version)
     jit = settings.get("jit_max_sentences")
     return (f"version {version.name} ({f'XLA up to {jit} sentences' if jit else 'no XLA'}, "
-            f"{settings.get('lanes', 1)} lane{'s' if settings.get('lanes', 1) > 1 else ''})")
+            f"{settings.get('lanes', 1)} lane{'s' if settings.get('lanes', 1) > 1 else ''}, beam "
+            f"{settings['beam_size']}, length penalty {settings['length_penalty']})")
 
 
 def older_versions(versions):
-    """The older versions to time beside the newest: the one before it and, if the newest compiles small
-    sub-batches, the newest that compiles nothing (in that order, each once)."""
-    older = versions[-2:-1]
-    if recorded_settings(versions[-1]).get("jit_max_sentences"):
-        older += [v for v in reversed(versions[:-1]) if not recorded_settings(v).get("jit_max_sentences")][:1]
-    return list(dict.fromkeys(older))
+    """The older version to time beside the newest: the one before it (none if the newest is the only one)."""
+    return versions[-2:-1]
 
 
 def contenders(version, translator, folder, older=()):
-    """{name: (translate(texts) -> strings, cpu_seconds() -> float, close())}; `older`: versions of the same weights
-    with other speed settings."""
+    """{name: (translate(texts) -> strings, cpu_seconds() -> float, close())}; `older`: earlier versions to time as
+    they are (their own weights and settings)."""
     import tensorflow_text  # noqa: F401  (registers the SentencePiece ops the SavedModel's graph uses)
 
     def loaded(saved_model_folder):
@@ -145,6 +143,10 @@ def contenders(version, translator, folder, older=()):
         pass
 
     previous = {f"kzoo SavedModel, {described(v)}, TF Python": loaded(v) for v in older}
+    if translator.jit_max_sentences or translator.lanes > 1:  # the same weights without the speed settings
+        plain = Translator.load(version, jit_max_sentences=0, lanes=1)
+        previous["kzoo SavedModel, same weights without XLA or lanes, TF Python"] = loaded(
+            export_translator(plain, folder / "saved_model_plain"))
     return {
         "kzoo SavedModel, TF Python": (saved_model(serve), own_cpu_seconds, nothing),
         **{name: (saved_model(signature), own_cpu_seconds, nothing)
