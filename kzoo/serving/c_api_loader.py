@@ -1,6 +1,6 @@
 """Load a SavedModel the way TF Serving does and answer Predict requests, with no TensorFlow Python.
 
-    python kzoo/serving/c_api_loader.py saved_models/transformer_multi30k_en_de/8 [--no-warmup]
+    python kzoo/serving/c_api_loader.py saved_models/transformer_multi30k_en_de/9 [--no-warmup]
         [--tensorflow_intra_op_parallelism=N] [--tensorflow_inter_op_parallelism=N]
 
 TF Serving loads a model with the C++ `tensorflow::LoadSavedModel` (tag "serve") and answers Predict with

@@ -34,7 +34,9 @@ def strict_extend_beams(i, logits, alive_log_probs, alive_seq, finished_seq, fin
 
 
 def test_stopping_early_gives_the_translations_of_the_strict_rule_in_fewer_steps(monkeypatch):
-    translator = Translator.load(shipped_model("transformer_multi30k_en_de"))
+    # Version 8's weights (beam 4, alpha 0.6, as searched here), on which these 24 sentences settle before the strict
+    # rule would end them; on version 9's both rules take the same 37 steps for them (same translations).
+    translator = Translator.load(shipped_model("transformer_multi30k_en_de") / "8")
     english, _ = multi30k("val")
     ids = translator.source_ids(tf.constant(english[:24]))
     limits = translator.output_limits(tf.reduce_sum(tf.cast(ids > 0, tf.int32), axis=1))

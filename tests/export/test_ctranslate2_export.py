@@ -180,17 +180,22 @@ def test_bad_inputs_are_refused_before_any_work(shipped, folder, tmp_path):
     assert ctranslate2_ids(None, tokenizer, []) == [] and translate_ctranslate2(None, tokenizer, []) == []
 
 
-@pytest.mark.slow  # about 4 minutes: kzoo's greedy and beam search over 1,000 sentences
-def test_shipped_translator_on_all_of_test_2016_flickr(shipped, folder):
+# Version 8: beam 4, alpha 0.6 (CTranslate2 0.45), the weights issue 20's 97% was set on: 981 strings equal. Version 9:
+# beam 5, alpha 1.0 (0.75), whose stronger length penalty the mapping matches less often: 959 equal (val: 984 of
+# 1,014; 0.6, 0.85 and 1.0 gave 961, 962 and 930 there), and its BLEU within 0.3 all the same.
+@pytest.mark.slow  # about 4 minutes a version: kzoo's greedy and beam search over 1,000 sentences
+@pytest.mark.parametrize("version, equal, expected_bleu", [("8", 970, 38.15), ("9", 955, 39.75)])
+def test_shipped_translator_on_all_of_test_2016_flickr(version, equal, expected_bleu, tmp_path):
     from kzoo.train.quality import translation_scores
 
+    shipped = Translator.load(shipped_model("transformer_multi30k_en_de") / version)
     english, german = multi30k("test_2016_flickr")
-    served = load(folder)
+    served = load(export_ctranslate2(shipped.model, shipped.tokenizer, tmp_path / "float32"))
     kzoo_ids = [ids for start in range(0, len(english), 100)
                 for ids in kzoo_greedy_ids(shipped, english[start : start + 100])]
     assert ctranslate2_ids(served, shipped.tokenizer, english, beam_size=1) == kzoo_ids
     kzoo_strings = shipped.translate(english)
     strings = translate_ctranslate2(served, shipped.tokenizer, english, **ctranslate2_beam_options(shipped))
-    assert sum(a == b for a, b in zip(strings, kzoo_strings)) >= 970
+    assert sum(a == b for a, b in zip(strings, kzoo_strings)) >= equal
     kzoo_bleu, bleu = (translation_scores(hypotheses, german)["bleu"] for hypotheses in (kzoo_strings, strings))
-    assert kzoo_bleu == pytest.approx(38.15, abs=0.01) and abs(bleu - kzoo_bleu) <= 0.3
+    assert kzoo_bleu == pytest.approx(expected_bleu, abs=0.01) and abs(bleu - kzoo_bleu) <= 0.3
