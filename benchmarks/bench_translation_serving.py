@@ -144,7 +144,8 @@ def contenders(version, translator, folder, older=()):
 
     previous = {f"kzoo SavedModel, {described(v)}, TF Python": loaded(v) for v in older}
     if translator.jit_max_sentences or translator.lanes > 1:  # the same weights without the speed settings
-        plain = Translator.load(version, jit_max_sentences=0, lanes=1)
+        plain = Translator(translator.model, translator.tokenizer,
+                           **{**translator.settings(), "jit_max_sentences": 0, "lanes": 1})
         previous["kzoo SavedModel, same weights without XLA or lanes, TF Python"] = loaded(
             export_translator(plain, folder / "saved_model_plain"))
     return {
