@@ -3,6 +3,7 @@
     python -m kzoo.export --run runs/multi30k --output saved_models/transformer_multi30k_en_de   # translator
     python -m kzoo.export --run runs/multi30k --output saved_models/NAME --quantize bfloat16     # quantized
     python -m kzoo.export --run runs/multi30k --output saved_models/NAME --jit-max-sentences 8   # XLA, small batches
+    python -m kzoo.export --run runs/multi30k --output saved_models/NAME --beam-size 4           # another beam
     python -m kzoo.export --run runs/minilm_sst2 --output saved_models/minilm_sst2              # classifier
     python -m kzoo.export --checkpoint path/to/all-MiniLM-L6-v2 --output saved_models/minilm_embedder
 
@@ -12,7 +13,8 @@ whether it fine-tuned a public checkpoint or a backbone of kzoo's own pretrainin
 sentence embedder. The version is written inside --output. `--quantize int8|bfloat16` (translators) stores the
 weight matrices quantized and `--compute-dtype` picks the dtype the decoder's matmuls run in (see
 `kzoo.export.export_translator`). `--jit-max-sentences N` (translators) decodes beam-search sub-batches of at most N
-sentences compiled by XLA (TF Serving then needs `--xla_cpu_compilation_enabled=true`).
+sentences compiled by XLA (TF Serving then needs `--xla_cpu_compilation_enabled=true`). `--beam-size` and
+`--length-penalty` (translators) replace the beam settings the run recorded, e.g. a narrower beam for throughput.
 """
 
 import argparse
@@ -27,12 +29,15 @@ COMPUTE_DTYPES = ("float32", "bfloat16")  # kzoo.export.quantization.COMPUTE_DTY
 
 
 def export_translation_run(run, output, version=None, quantization=None, compute_dtype=None, jit_max_sentences=0,
-                           lanes=1):
+                           lanes=1, beam_size=None, length_penalty=None):
     from kzoo.export.translator_export import export_translator
     from kzoo.translator import Translator
 
-    # The run's model (no optimizer state) and tokenizer, with the beam settings its config.json records.
-    translator = Translator.load(run, method="beam", jit_max_sentences=jit_max_sentences, lanes=lanes)
+    # The run's model (no optimizer state) and tokenizer, with the beam settings its config.json records unless
+    # `beam_size` or `length_penalty` replace them.
+    decoding = {name: value for name, value in (("beam_size", beam_size), ("length_penalty", length_penalty))
+                if value is not None}
+    translator = Translator.load(run, method="beam", jit_max_sentences=jit_max_sentences, lanes=lanes, **decoding)
     return export_translator(translator, output, version, quantization=quantization, compute_dtype=compute_dtype)
 
 
@@ -94,6 +99,10 @@ def main(argv=None):
                         "(per-channel scales, a quarter of the size) or bfloat16 (half); default float32")
     parser.add_argument("--compute-dtype", choices=COMPUTE_DTYPES, help="translator: the dtype its matmuls run in; "
                         "default bfloat16 with --quantize bfloat16, else float32")
+    parser.add_argument("--beam-size", type=int, metavar="N",
+                        help="translator: hypotheses the beam search keeps per sentence (default: the run's)")
+    parser.add_argument("--length-penalty", type=float, metavar="ALPHA",
+                        help="translator: the beam search's GNMT length penalty alpha, 0 or more (default: the run's)")
     parser.add_argument("--jit-max-sentences", type=int, default=0, metavar="N",
                         help="translator: beam-search sub-batches of at most N sentences (a power of two, such as 8) "
                              "decode compiled by XLA, about twice as fast for a few sentences; the version gets "
@@ -109,7 +118,13 @@ def main(argv=None):
         parser.error(f"--lanes {args.lanes} must be a positive integer, such as the number of cores")
     if args.jit_max_sentences < 0 or args.jit_max_sentences & (args.jit_max_sentences - 1):
         parser.error(f"--jit-max-sentences {args.jit_max_sentences} must be 0 or a power of two, such as 8")
+    if args.beam_size is not None and args.beam_size < 1:
+        parser.error(f"--beam-size {args.beam_size} must be a positive integer, such as 4")
+    if args.length_penalty is not None and not args.length_penalty >= 0:
+        parser.error(f"--length-penalty {args.length_penalty} must be 0 or more, such as 0.6 or 1.0")
     translator_only = [flag for flag, value in (("--quantize", args.quantize), ("--compute-dtype", args.compute_dtype),
+                                                ("--beam-size", args.beam_size is not None),
+                                                ("--length-penalty", args.length_penalty is not None),
                                                 ("--jit-max-sentences", args.jit_max_sentences),
                                                 ("--lanes", args.lanes != 1)) if value]
     if args.run:
@@ -119,7 +134,7 @@ def main(argv=None):
         finished_run(run)  # an unfinished or failed run's files are not whole
         if (run / "model.keras").is_file() and (run / "tokenizer.model").is_file():
             path = export_translation_run(run, args.output, args.version, args.quantize, args.compute_dtype,
-                                          args.jit_max_sentences, args.lanes)
+                                          args.jit_max_sentences, args.lanes, args.beam_size, args.length_penalty)
         elif translator_only:
             parser.error(f"{' and '.join(translator_only)} apply to translation runs only; {run} is not one")
         elif (run / "classifier.keras").is_file():

@@ -184,7 +184,7 @@ def test_bad_inputs_are_refused_before_any_work(shipped, folder, tmp_path):
 # beam 5, alpha 1.0 (0.75), whose stronger length penalty the mapping matches less often: 959 equal (val: 984 of
 # 1,014; 0.6, 0.85 and 1.0 gave 961, 962 and 930 there), and its BLEU within 0.3 all the same.
 @pytest.mark.slow  # about 4 minutes a version: kzoo's greedy and beam search over 1,000 sentences
-@pytest.mark.parametrize("version, equal, expected_bleu", [("8", 970, 38.15), ("9", 955, 39.75)])
+@pytest.mark.parametrize("version, equal, expected_bleu", [("8", 970, 38.15), ("9", 955, 39.75), ("10", 970, 39.72)])
 def test_shipped_translator_on_all_of_test_2016_flickr(version, equal, expected_bleu, tmp_path):
     from kzoo.train.quality import translation_scores
 

@@ -5,6 +5,7 @@ import pathlib
 import subprocess
 import sys
 
+import numpy as np
 import sacrebleu
 
 from kzoo.data import multi30k
@@ -46,7 +47,7 @@ def test_shipped_translator_loads_in_python_and_translates_as_served():
 
     sources, _ = multi30k("val")
     translator = Translator.load(SHIPPED)
-    assert translator.settings() == {"method": "beam", "beam_size": 5, "length_penalty": 1.0, "max_source_length": 128,
+    assert translator.settings() == {"method": "beam", "beam_size": 4, "length_penalty": 0.8, "max_source_length": 128,
                                      "max_output_factor": 1.5, "sampling": {}, "max_sentences": 512,
                                      "max_positions": 8192, "jit_max_sentences": 8, "lanes": 2}
     assert translator.model.count_params() == 7_577_600 and translator.model.dropout == 0.2  # the multi30k_hour run
@@ -55,6 +56,19 @@ def test_shipped_translator_loads_in_python_and_translates_as_served():
     assert translator(sources[:6]) == served
     assert served[0] == "Eine Gruppe von Männern lädt Zuckerwatte auf einen Lkw."
     assert Translator.load(SHIPPED.parent)(sources[:1]) == served[:1]  # the model folder loads its newest version
+
+
+def test_version_9_holds_the_shipped_weights_with_beam_5():
+    # Version 10 is version 9's weights (the multi30k_hour run) re-exported with beam 4 and alpha 0.8 (as good on val,
+    # fewer hypotheses and steps to serve); version 9 keeps beam 5 and alpha 1.0 for whoever pinned it.
+    import tensorflow as tf
+
+    described = json.loads((FOLDER / "9" / "assets.extra" / "translator.json").read_text())
+    assert (described["settings"]["beam_size"], described["settings"]["length_penalty"]) == (5, 1.0)
+    weights = [tf.train.load_checkpoint(str(FOLDER / version / "variables" / "variables")) for version in ("9", "10")]
+    names = sorted(weights[0].get_variable_to_shape_map())
+    assert names == sorted(weights[1].get_variable_to_shape_map()) and len(names) > 50
+    assert all(np.array_equal(weights[0].get_tensor(name), weights[1].get_tensor(name)) for name in names)
 
 
 def test_the_previous_weights_stay_servable_with_and_without_xla():

@@ -108,6 +108,30 @@ def test_cli_exports_a_training_run(tmp_path, translator):
     assert served == translator(SENTENCES[:2])
 
 
+def test_cli_exports_a_training_run_with_other_beam_settings(tmp_path, translator, capsys):
+    from kzoo.export.__main__ import main
+    from kzoo.train.run import Run
+
+    run = tmp_path / "run"
+    with Run(run, "kzoo.train.translation_recipe", {"beam_size": 3, "length_penalty": 0.6, "max_length": 24}):
+        translator.model.save(run / "model.keras")
+        translator.tokenizer.save(run / "tokenizer.model")
+    for flags, fix in ((["--beam-size", "0"], "--beam-size 0 must be a positive integer"),
+                       (["--length-penalty", "-1"], "--length-penalty -1.0 must be 0 or more")):
+        with pytest.raises(SystemExit):
+            main(["--run", str(run), "--output", str(tmp_path / "exported"), *flags])
+        assert fix in capsys.readouterr().err
+    assert not (tmp_path / "exported").exists()  # refused before any work
+    main(["--run", str(run), "--output", str(tmp_path / "exported"), "--beam-size", "2", "--length-penalty", "1.0"])
+    described = json.loads((tmp_path / "exported" / "1" / "assets.extra" / "translator.json").read_text())
+    assert (described["settings"]["beam_size"], described["settings"]["length_penalty"]) == (2, 1.0)
+    narrower = Translator(translator.model, translator.tokenizer, method="beam", beam_size=2, length_penalty=1.0,
+                       max_source_length=24)
+    serve = tf.saved_model.load(str(tmp_path / "exported" / "1")).signatures["serving_default"]
+    served = [t.decode() for t in serve(text=tf.constant(SENTENCES))["translation"].numpy()]
+    assert served == narrower(SENTENCES)
+
+
 def test_cli_exports_a_training_run_from_a_fresh_process(tmp_path, translator):
     # `python -m kzoo.export` imports no model module of its own: loading model.keras must register kzoo's classes
     # (the in-process test above passes whatever this process imported before it).

@@ -173,7 +173,7 @@ def test_a_preset_sets_the_defaults_and_a_given_flag_still_wins():
     hour = parsed("--preset", "multi30k_hour")
     assert hour == TranslationConfig.from_preset("multi30k_hour") == TranslationConfig(**PRESETS["multi30k_hour"])
     assert (hour.minutes, hour.beam_size, hour.length_penalty, hour.dtype, hour.dropout, hour.epochs) == (
-        60.0, 5, 1.0, "mixed_bfloat16", 0.2, 40)
+        60.0, 4, 0.8, "mixed_bfloat16", 0.2, 40)
     assert hour.hidden_dim == TranslationConfig().hidden_dim  # what the preset does not list keeps its default
     # A flag beside the preset wins, wherever it stands on the command line.
     assert parsed("--beam-size", "6", "--preset", "multi30k_hour").beam_size == 6
@@ -185,4 +185,4 @@ def test_a_preset_sets_the_defaults_and_a_given_flag_still_wins():
         parsed("--preset", "multi30k_day")
     parser = recipe_parser(MODULE, TranslationConfig, "Train a translator.", presets=PRESETS)
     help_text = " ".join(parser.format_help().split())
-    assert "--preset {multi30k_hour}" in help_text and "multi30k_hour: minutes=60.0, beam_size=5" in help_text
+    assert "--preset {multi30k_hour}" in help_text and "multi30k_hour: minutes=60.0, beam_size=4" in help_text
