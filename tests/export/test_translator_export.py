@@ -49,6 +49,16 @@ def translator():
     return Translator(model, tokenizer, method="beam", beam_size=3, max_source_length=24)
 
 
+def translation_run(run, translator):
+    """A finished translation-recipe run folder holding `translator`'s model and tokenizer (beam 3, α 0.6)."""
+    from kzoo.train.run import Run
+
+    with Run(run, "kzoo.train.translation_recipe", {"beam_size": 3, "length_penalty": 0.6, "max_length": 24}):
+        translator.model.save(run / "model.keras")
+        translator.tokenizer.save(run / "tokenizer.model")
+    return run
+
+
 def test_exported_model_runs_in_a_fresh_process_without_kzoo(tmp_path, translator):
     path = export_translator(translator, tmp_path / "translator")
     assert str(path).endswith("/1") and sorted(os.listdir(tmp_path / "translator")) == ["1"]
@@ -96,12 +106,8 @@ def test_versions_are_written_whole_and_never_overwritten(tmp_path):
 
 def test_cli_exports_a_training_run(tmp_path, translator):
     from kzoo.export.__main__ import main
-    from kzoo.train.run import Run
 
-    run = tmp_path / "run"
-    with Run(run, "kzoo.train.translation_recipe", {"beam_size": 3, "length_penalty": 0.6, "max_length": 24}):
-        translator.model.save(run / "model.keras")
-        translator.tokenizer.save(run / "tokenizer.model")
+    run = translation_run(tmp_path / "run", translator)
     main(["--run", str(run), "--output", str(tmp_path / "exported")])
     serve = tf.saved_model.load(str(tmp_path / "exported" / "1")).signatures["serving_default"]
     served = [t.decode() for t in serve(text=tf.constant(SENTENCES[:2]))["translation"].numpy()]
@@ -110,12 +116,8 @@ def test_cli_exports_a_training_run(tmp_path, translator):
 
 def test_cli_exports_a_training_run_with_other_beam_settings(tmp_path, translator, capsys):
     from kzoo.export.__main__ import main
-    from kzoo.train.run import Run
 
-    run = tmp_path / "run"
-    with Run(run, "kzoo.train.translation_recipe", {"beam_size": 3, "length_penalty": 0.6, "max_length": 24}):
-        translator.model.save(run / "model.keras")
-        translator.tokenizer.save(run / "tokenizer.model")
+    run = translation_run(tmp_path / "run", translator)
     for flags, fix in ((["--beam-size", "0"], "--beam-size 0 must be a positive integer"),
                        (["--length-penalty", "-1"], "--length-penalty -1.0 must be 0 or more")):
         with pytest.raises(SystemExit):
@@ -126,7 +128,7 @@ def test_cli_exports_a_training_run_with_other_beam_settings(tmp_path, translato
     described = json.loads((tmp_path / "exported" / "1" / "assets.extra" / "translator.json").read_text())
     assert (described["settings"]["beam_size"], described["settings"]["length_penalty"]) == (2, 1.0)
     narrower = Translator(translator.model, translator.tokenizer, method="beam", beam_size=2, length_penalty=1.0,
-                       max_source_length=24)
+                          max_source_length=24)
     serve = tf.saved_model.load(str(tmp_path / "exported" / "1")).signatures["serving_default"]
     served = [t.decode() for t in serve(text=tf.constant(SENTENCES))["translation"].numpy()]
     assert served == narrower(SENTENCES)
@@ -135,12 +137,7 @@ def test_cli_exports_a_training_run_with_other_beam_settings(tmp_path, translato
 def test_cli_exports_a_training_run_from_a_fresh_process(tmp_path, translator):
     # `python -m kzoo.export` imports no model module of its own: loading model.keras must register kzoo's classes
     # (the in-process test above passes whatever this process imported before it).
-    from kzoo.train.run import Run
-
-    run = tmp_path / "run"
-    with Run(run, "kzoo.train.translation_recipe", {"beam_size": 3, "length_penalty": 0.6, "max_length": 24}):
-        translator.model.save(run / "model.keras")
-        translator.tokenizer.save(run / "tokenizer.model")
+    run = translation_run(tmp_path / "run", translator)
     completed = subprocess.run([sys.executable, "-m", "kzoo.export", "--run", str(run), "--output",
                                 str(tmp_path / "exported")], capture_output=True, text=True, timeout=300)
     assert completed.returncode == 0, completed.stderr[-3000:]
