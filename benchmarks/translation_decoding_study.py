@@ -2,10 +2,12 @@
 
 The shipped translator's weights (or, with `--translator`, any folder `Translator.load` reads: a finished
 translation-recipe run, a SavedModel version), loaded as a `kzoo.translator.Translator`, decode the 1,014 val
-sentences with each (beam size, GNMT length penalty α) of the grid, in batches of 64; each row gives cased sacreBLEU
-and chrF. Only val is scored: test_2016_flickr is reported once, for the chosen model (issue 21's rule), so this
-script never reads it. The training rows of the study (model size, dropout, depth split, vocabulary, learning rate,
-...) are runs of the translation recipe itself, scored by benchmarks/translation_training_study.py.
+sentences with each (beam size, GNMT length penalty α, stopping rule) of the grid, in batches of 64; each row gives
+cased sacreBLEU, chrF and the seconds it took. "early stopping" rows settle a sentence once beam-size hypotheses have
+ended (CTranslate2's rule), the others when no alive hypothesis can beat the best finished one (exact). Only val is
+scored: test_2016_flickr is reported once, for the chosen model (issue 21's rule), so this script never reads it. The
+training rows of the study (model size, dropout, depth split, vocabulary, learning rate, ...) are runs of the
+translation recipe itself, scored by benchmarks/translation_training_study.py.
 
 Usage:
     .venv/bin/python benchmarks/translation_decoding_study.py --output benchmarks/RESULTS.md
@@ -27,7 +29,9 @@ from kzoo.train.translation_recipe import score
 from kzoo.translator import Translator
 
 SECTION = "translation-study-decoding"
-GRID = [(1, 0.0), (4, 0.6), (4, 0.8), (4, 1.0), (5, 0.6), (5, 0.8), (5, 1.0), (5, 1.2), (6, 0.6), (6, 1.0)]
+GRID = [(1, 0.0, False), (4, 0.6, False), (4, 0.8, False), (4, 1.0, False), (5, 0.6, False), (5, 0.8, False),
+        (5, 1.0, False), (5, 1.2, False), (6, 0.6, False), (6, 1.0, False),
+        (4, 0.6, True), (4, 0.8, True), (4, 1.0, True), (5, 1.0, True), (5, 1.2, True)]
 
 
 def main():
@@ -50,12 +54,14 @@ def main():
     english, german = (side[: args.sentences] for side in multi30k("val"))
     before = os.getloadavg()
     rows = []
-    for beam_size, alpha in GRID:
+    for beam_size, alpha, early_stopping in GRID:
         method = "greedy" if beam_size == 1 else "beam"
         translator = Translator(loaded.model, loaded.tokenizer, **{
-            **loaded.settings(), "method": method, "beam_size": beam_size, "length_penalty": alpha})
+            **loaded.settings(), "method": method, "beam_size": beam_size, "length_penalty": alpha,
+            "early_stopping": early_stopping})
         scores, _ = score(translator, english, german)
-        label = "greedy" if method == "greedy" else f"beam {beam_size}, α {alpha}"
+        label = "greedy" if method == "greedy" else f"beam {beam_size}, α {alpha}" + (
+            ", early stopping" if early_stopping else "")
         rows.append(f"| {label} | {scores['bleu']:.2f} | {scores['chrf']:.2f} | {scores['seconds']} |")
         print(rows[-1], flush=True)
     after = os.getloadavg()

@@ -44,6 +44,9 @@ class Translator(tf.Module):
         method: "beam" (default), "greedy" or "sample".
         beam_size: int. Hypotheses kept by beam search. Defaults to 4.
         length_penalty: float. Beam search's length penalty α. Defaults to 0.6.
+        early_stopping: bool. Beam search settles a sentence once `beam_size` of its hypotheses have finished
+            (CTranslate2's rule; cheaper, not exact) instead of when no alive one can beat its best
+            (`kzoo.decoding.beam_search`). Defaults to False.
         max_source_length: int. Source tokens kept, end token included. Defaults to 128.
         max_output_factor: float. At most `max_output_factor · source length + 10` output tokens. Defaults to 1.5.
         sampling: dict of `kzoo.decoding.sampler` arguments (temperature, top_k, top_p, seed) for "sample".
@@ -76,7 +79,7 @@ class Translator(tf.Module):
 
     def __init__(self, model, tokenizer, method="beam", beam_size=4, length_penalty=0.6, max_source_length=128,
                  max_output_factor=1.5, sampling=None, max_sentences=512, max_positions=8192, jit_max_sentences=0,
-                 lanes=1, name=None):
+                 lanes=1, early_stopping=False, name=None):
         super().__init__(name=name)
         if method not in METHODS:
             raise ValueError(f"method={method!r} is not a decoding method; use one of {METHODS}.")
@@ -87,11 +90,14 @@ class Translator(tf.Module):
         if not isinstance(lanes, int) or lanes < 1:
             raise ValueError(f"lanes={lanes!r} must be a positive integer: 1 decodes one sub-batch after another, "
                              "the number of cores decodes one lane on each.")
+        if not isinstance(early_stopping, bool):
+            raise ValueError(f"early_stopping={early_stopping!r} must be True or False.")
         self.model = model
         self.tokenizer = tokenizer
         self.method = method
         self.beam_size = beam_size
         self.length_penalty = length_penalty
+        self.early_stopping = early_stopping
         self.max_source_length = max_source_length
         self.max_output_factor = max_output_factor
         self.sampling = dict(sampling or {})
@@ -102,15 +108,16 @@ class Translator(tf.Module):
         self._jit_beam_search = None
         if method == "beam" and jit_max_sentences:
             self._jit_beam_search = compiled_beam_search(model, beam_size, length_penalty, self.output_limits,
-                                                         jit_max_sentences)
+                                                         jit_max_sentences, early_stopping)
         self._compiled = tf.function(self.translate_tensor, input_signature=[tf.TensorSpec([None], tf.string)])
 
     def settings(self):
         """The decoding settings, as `Translator`'s keyword arguments (what translator.json records)."""
         return {"method": self.method, "beam_size": self.beam_size, "length_penalty": self.length_penalty,
-                "max_source_length": self.max_source_length, "max_output_factor": self.max_output_factor,
-                "sampling": dict(self.sampling), "max_sentences": self.max_sentences,
-                "max_positions": self.max_positions, "jit_max_sentences": self.jit_max_sentences, "lanes": self.lanes}
+                "early_stopping": self.early_stopping, "max_source_length": self.max_source_length,
+                "max_output_factor": self.max_output_factor, "sampling": dict(self.sampling),
+                "max_sentences": self.max_sentences, "max_positions": self.max_positions,
+                "jit_max_sentences": self.jit_max_sentences, "lanes": self.lanes}
 
     def output_limits(self, source_lengths):
         """The most output tokens (end token included) for sources of `source_lengths` tokens (end token included):
@@ -140,7 +147,7 @@ class Translator(tf.Module):
             def decode(ids, limits):
                 def dynamic():
                     return beam_search(self.model, ids, limits, self.beam_size, self.length_penalty,
-                                       return_steps=True)
+                                       return_steps=True, early_stopping=self.early_stopping)
                 if self._jit_beam_search is None:
                     return dynamic()
                 return tf.cond(tf.shape(ids)[0] <= self.jit_max_sentences,
@@ -245,7 +252,7 @@ class Translator(tf.Module):
                              "finish or resume the run first.")
         config = json.loads((path / "config.json").read_text()) if (path / "config.json").is_file() else {}
         recorded = {"beam_size": config.get("beam_size"), "length_penalty": config.get("length_penalty"),
-                    "max_source_length": config.get("max_length")}
+                    "early_stopping": config.get("early_stopping"), "max_source_length": config.get("max_length")}
         settings = {name: value for name, value in recorded.items() if value is not None}
         model = keras.saving.load_model(path / MODEL_FILE, compile=False)  # no optimizer state for translating
         return cls(model, SubwordTokenizer.load(path / TOKENIZER_FILE), **{**settings, **overrides})

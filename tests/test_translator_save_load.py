@@ -28,7 +28,8 @@ print(json.dumps([{"translations": t(json.loads(sys.argv[1])), "settings": t.set
 
 @pytest.fixture(scope="module")
 def translator():
-    return tiny_translator(5, method="greedy", beam_size=2, length_penalty=0.3, max_source_length=20)
+    return tiny_translator(5, method="greedy", beam_size=2, length_penalty=0.3, max_source_length=20,
+                           early_stopping=True)
 
 
 @pytest.fixture(scope="module")
@@ -47,6 +48,7 @@ def test_saved_and_exported_translators_load_in_a_fresh_process(tmp_path, transl
         assert loaded["translations"] == expected
         assert loaded["settings"] == translator.settings()
         assert loaded["settings"]["beam_size"] == 2 and loaded["settings"]["length_penalty"] == 0.3
+        assert loaded["settings"]["early_stopping"] is True
 
 
 def test_save_refuses_a_folder_that_holds_something(tmp_path, translator):
@@ -69,11 +71,13 @@ def test_a_model_folder_loads_its_newest_version_with_overrides(tmp_path, transl
 
 def test_a_finished_translation_run_loads_with_its_decoding_settings(tmp_path, translator, expected):
     run = tmp_path / "run"
-    with Run(run, "kzoo.train.translation_recipe", {"beam_size": 2, "length_penalty": 0.3, "max_length": 20}):
+    with Run(run, "kzoo.train.translation_recipe", {"beam_size": 2, "length_penalty": 0.3, "max_length": 20,
+                                                    "early_stopping": True}):
         translator.model.save(run / "model.keras")
         translator.tokenizer.save(run / "tokenizer.model")
     loaded = Translator.load(run, method="greedy")  # the recipe's runs decode with beam search
-    assert (loaded.beam_size, loaded.length_penalty, loaded.max_source_length) == (2, 0.3, 20)
+    assert (loaded.beam_size, loaded.length_penalty, loaded.max_source_length, loaded.early_stopping) == (
+        2, 0.3, 20, True)
     assert loaded(SENTENCES) == expected
 
 

@@ -8,15 +8,17 @@ from kzoo.decoding.loop_shapes import loop_shapes
 from kzoo.text import START
 
 
-def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalty=0.6, return_steps=False):
+def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalty=0.6, return_steps=False,
+                early_stopping=False):
     """The `beam_size` most likely translations of each sentence, kept apart as alive and finished hypotheses.
 
     Each step extends every alive hypothesis by every token and keeps the 2·beam_size best extensions. Those that end
     with the end token join the finished set, scored by log p / lp(length) with the GNMT length penalty
     lp(n) = ((5 + n) / 6)^length_penalty (Wu et al. 2016), so short outputs are not favoured just for being short;
     the others stay alive, at most beam_size of them. A finished hypothesis stops growing. A sentence's hypotheses
-    must end at its length limit; search stops when every sentence has reached it or no alive hypothesis can still
-    beat its best finished one, which is returned. Encoder keys and values are
+    must end at its length limit; a sentence is settled when it reaches it or no alive hypothesis can still beat its
+    best finished one, which is returned (or, with `early_stopping`, once beam_size hypotheses have finished: see
+    `kzoo.decoding.beams.extend_beams`), and search stops when every sentence is settled. Encoder keys and values are
     computed once per sentence and shared by its hypotheses; the decoder self-attention cache follows them.
 
     Args:
@@ -26,9 +28,13 @@ def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalt
             included.
         beam_size: int. Hypotheses kept per sentence. Defaults to 4.
         length_penalty: float. α of the length penalty; 0 scores by plain log-probability. Defaults to 0.6.
+        return_steps: bool. Also return the decoding steps taken. Defaults to False.
+        early_stopping: bool. Settle a sentence once beam_size of its hypotheses have finished (CTranslate2's rule:
+            cheaper, not exact) instead of when none alive can beat its best. Defaults to False.
 
     Returns:
-        int32 tensor (batch, the largest limit): the best hypothesis of each sentence, end token included, 0-padded.
+        int32 tensor (batch, the largest limit): the best hypothesis of each sentence, end token included, 0-padded;
+        with `return_steps`, (that, int32 steps).
 
     Example:
     ```python
@@ -58,7 +64,7 @@ def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalt
         cache = {**cache, "self": tf.nest.map_structure(lambda t: tf.gather(t, rows), cache["self"])}
         logits, cache = model.decode_step(last_token[:, None], i, cache, mask)
         beams = extend_beams(i, logits[:, 0], alive_log_probs, alive_seq, finished_seq, finished_scores,
-                             sentence_limits, beam_size, length_penalty)
+                             sentence_limits, beam_size, length_penalty, early_stopping)
         last_token, alive_seq, alive_log_probs = beams.tokens, beams.alive_seq, beams.alive_log_probs
         finished_seq, finished_scores, settled = beams.finished_seq, beams.finished_scores, beams.settled
         rows = beams.origin + tf.range(n)[:, None] * beam_size  # (n, beam): the hypotheses' rows

@@ -62,7 +62,7 @@ def initial_beams(batch, beam_size, width):
 
 
 def extend_beams(i, logits, alive_log_probs, alive_seq, finished_seq, finished_scores, limits, beam_size,
-                 length_penalty):
+                 length_penalty, early_stopping=False):
     """Step `i` of beam search for n sentences, from the decoder's logits (n·beam, V) for their alive hypotheses.
 
     Every alive hypothesis is extended by every token and the 2·beam best extensions are kept. Those that end with
@@ -73,6 +73,13 @@ def extend_beams(i, logits, alive_log_probs, alive_seq, finished_seq, finished_s
     is settled. Its best finished hypothesis, the one beam search returns, is then final: no later extension can
     beat it. (Waiting until every one of the beam's finished hypotheses beats that bound, as tensor2tensor does,
     returns the same best hypothesis, some steps later.)
+
+    With `early_stopping`, a sentence also settles once `beam_size` hypotheses have finished, whatever its alive
+    ones could still reach: CTranslate2's rule, and Hugging Face's `early_stopping=True`. As there, only an end among
+    a step's beam best candidates finishes a hypothesis (an end ranked below them is dropped; counted, such ends
+    would fill the finished set with short, unlikely hypotheses). It is not exact (a longer alive hypothesis might
+    have scored better under the length penalty) and can be cheaper: with a length penalty the exact bound lets a
+    sentence run on after its best translation has ended.
 
     Returns:
         `Beams`.
@@ -97,14 +104,17 @@ def extend_beams(i, logits, alive_log_probs, alive_seq, finished_seq, finished_s
     origin, tokens = flat_indices // vocabulary, flat_indices % vocabulary  # (n, 2·beam)
     candidates = _gather(alive_seq, origin) + tokens[:, :, None] * tf.one_hot(i, width, dtype=tf.int32)
     ended = tf.equal(tokens, END)  # column i of every candidate was still 0
+    finishing = ended & (tf.range(2 * beam_size) < beam_size) if early_stopping else ended
 
     alive_log_probs, keep = tf.math.top_k(tf.where(ended, MASKED_LOGIT, scores), beam_size)
-    pooled_scores = tf.concat([finished_scores, tf.where(ended, scores / length_penalty_of(i + 1, length_penalty),
-                                                         MASKED_LOGIT)], axis=1)
+    pooled_scores = tf.concat([finished_scores, tf.where(
+        finishing, scores / length_penalty_of(i + 1, length_penalty), MASKED_LOGIT)], axis=1)
     finished_scores, top = tf.math.top_k(pooled_scores, beam_size)
     finished_seq = _gather(tf.concat([finished_seq, candidates], axis=1), top)
     settled = (finished_scores[:, 0] > alive_log_probs[:, 0] / length_penalty_of(limits, length_penalty)) | (
         i + 1 >= limits)
+    if early_stopping:  # the pool's last entry is a real hypothesis once beam_size have finished
+        settled |= finished_scores[:, beam_size - 1] > MASKED_LOGIT
     return Beams(_gather(tokens, keep), _gather(origin, keep), _gather(candidates, keep), alive_log_probs,
                  finished_seq, finished_scores, settled)
 

@@ -13,7 +13,8 @@ from kzoo.text import END, START
 SOURCE_BUCKETS = tuple(2**k for k in range(4, 17))
 
 
-def fixed_shape_beam_search(model, encoder_token_ids, max_length, cache_length, beam_size=4, length_penalty=0.6):
+def fixed_shape_beam_search(model, encoder_token_ids, max_length, cache_length, beam_size=4, length_penalty=0.6,
+                            early_stopping=False):
     """`beam_search`'s hypotheses with fixed shapes: what a `jit_compile=True` function needs.
 
     The decoder's self-attention cache holds `cache_length` positions from the start, written in place
@@ -30,6 +31,7 @@ def fixed_shape_beam_search(model, encoder_token_ids, max_length, cache_length, 
             Python int, or a scalar tensor argument of the compiled function: one compile per value).
         beam_size: int. Hypotheses kept per sentence. Defaults to 4.
         length_penalty: float. α of the length penalty. Defaults to 0.6.
+        early_stopping: bool. `beam_search`'s rule for settling a sentence. Defaults to False.
 
     Returns:
         (int32 ids (batch, cache_length), 0-padded, end token included; int32 steps taken).
@@ -63,7 +65,7 @@ def fixed_shape_beam_search(model, encoder_token_ids, max_length, cache_length, 
         logits, new = model.decode_step(last_token[:, None], i, {**constant, "self": self_cache},
                                         encoder_padding_mask)
         beams = extend_beams(i, logits[:, 0], alive_log_probs, alive_seq, finished_seq, finished_scores, limits,
-                             beam_size, length_penalty)
+                             beam_size, length_penalty, early_stopping)
         # A settled sentence keeps the hypotheses it settled with; its alive ones run on unread.
         finished_seq = tf.where(done[:, None, None], finished_seq, beams.finished_seq)
         finished_scores = tf.where(done[:, None], finished_scores, beams.finished_scores)
@@ -107,13 +109,14 @@ def sentence_buckets(max_sentences):
     return tuple(2**k for k in range(max_sentences.bit_length()))
 
 
-def compiled_beam_search(model, beam_size, length_penalty, cache_length, max_sentences):
+def compiled_beam_search(model, beam_size, length_penalty, cache_length, max_sentences, early_stopping=False):
     """A decoder (encoder_token_ids (n, m), limits (n,)) -> (ids (n, largest limit), steps) for n <= `max_sentences`
     sentences that runs `fixed_shape_beam_search` compiled with XLA, on bucketed shapes: the sentences padded to a
     power of two (`sentence_buckets`; with one-token sentences that end at once), the source to one of
     `SOURCE_BUCKETS`, and a cache of `cache_length(padded m)` positions (a function of the padded source length that
     bounds every limit a source that long can get). So a few compiles (seconds each) serve every request:
-    log2(max_sentences) + 1 sizes times the source buckets (4 up to 128 tokens). The ids equal `beam_search`'s.
+    log2(max_sentences) + 1 sizes times the source buckets (4 up to 128 tokens). The ids equal `beam_search`'s
+    (with the same `early_stopping`).
 
     Example:
     ```python
@@ -133,7 +136,8 @@ def compiled_beam_search(model, beam_size, length_penalty, cache_length, max_sen
     @tf.function(jit_compile=True, input_signature=[tf.TensorSpec([None, None], tf.int32),
                                                     tf.TensorSpec([None], tf.int32), tf.TensorSpec([], tf.int32)])
     def compiled(encoder_token_ids, limits, length):
-        return fixed_shape_beam_search(model, encoder_token_ids, limits, length, beam_size, length_penalty)
+        return fixed_shape_beam_search(model, encoder_token_ids, limits, length, beam_size, length_penalty,
+                                       early_stopping)
 
     def decode(encoder_token_ids, limits):
         encoder_token_ids = tf.convert_to_tensor(encoder_token_ids, tf.int32)

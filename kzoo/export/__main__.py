@@ -4,6 +4,7 @@
     python -m kzoo.export --run runs/multi30k --output saved_models/NAME --quantize bfloat16     # quantized
     python -m kzoo.export --run runs/multi30k --output saved_models/NAME --jit-max-sentences 8   # XLA, small batches
     python -m kzoo.export --run runs/multi30k --output saved_models/NAME --beam-size 4           # another beam
+    python -m kzoo.export --run runs/multi30k --output saved_models/NAME --early-stopping        # CT2's stop rule
     python -m kzoo.export --run runs/minilm_sst2 --output saved_models/minilm_sst2              # classifier
     python -m kzoo.export --checkpoint path/to/all-MiniLM-L6-v2 --output saved_models/minilm_embedder
 
@@ -14,7 +15,8 @@ sentence embedder. The version is written inside --output. `--quantize int8|bflo
 weight matrices quantized and `--compute-dtype` picks the dtype the decoder's matmuls run in (see
 `kzoo.export.export_translator`). `--jit-max-sentences N` (translators) decodes beam-search sub-batches of at most N
 sentences compiled by XLA (TF Serving then needs `--xla_cpu_compilation_enabled=true`). `--beam-size` and
-`--length-penalty` (translators) replace the beam settings the run recorded, e.g. a narrower beam for throughput.
+`--length-penalty` and `--early-stopping` / `--no-early-stopping` (translators) replace the beam settings the run
+recorded, e.g. a narrower beam, or a sentence done once beam-size hypotheses have ended, for throughput.
 """
 
 import argparse
@@ -29,14 +31,14 @@ COMPUTE_DTYPES = ("float32", "bfloat16")  # kzoo.export.quantization.COMPUTE_DTY
 
 
 def export_translation_run(run, output, version=None, quantization=None, compute_dtype=None, jit_max_sentences=0,
-                           lanes=1, beam_size=None, length_penalty=None):
+                           lanes=1, beam_size=None, length_penalty=None, early_stopping=None):
     from kzoo.export.translator_export import export_translator
     from kzoo.translator import Translator
 
     # The run's model (no optimizer state) and tokenizer, with the beam settings its config.json records unless
-    # `beam_size` or `length_penalty` replace them.
-    decoding = {name: value for name, value in (("beam_size", beam_size), ("length_penalty", length_penalty))
-                if value is not None}
+    # `beam_size`, `length_penalty` or `early_stopping` replace them.
+    decoding = {name: value for name, value in (("beam_size", beam_size), ("length_penalty", length_penalty),
+                                                ("early_stopping", early_stopping)) if value is not None}
     translator = Translator.load(run, method="beam", jit_max_sentences=jit_max_sentences, lanes=lanes, **decoding)
     return export_translator(translator, output, version, quantization=quantization, compute_dtype=compute_dtype)
 
@@ -103,6 +105,10 @@ def main(argv=None):
                         help="translator: hypotheses the beam search keeps per sentence (default: the run's)")
     parser.add_argument("--length-penalty", type=float, metavar="ALPHA",
                         help="translator: the beam search's GNMT length penalty alpha, 0 or more (default: the run's)")
+    parser.add_argument("--early-stopping", action=argparse.BooleanOptionalAction,
+                        help="translator: beam search ends a sentence once beam-size hypotheses have ended "
+                             "(CTranslate2's rule; cheaper, not exact), or, with --no-early-stopping, when no alive "
+                             "one can beat its best (default: the run's)")
     parser.add_argument("--jit-max-sentences", type=int, default=0, metavar="N",
                         help="translator: beam-search sub-batches of at most N sentences (a power of two, such as 8) "
                              "decode compiled by XLA, about twice as fast for a few sentences; the version gets "
@@ -125,6 +131,7 @@ def main(argv=None):
     translator_only = [flag for flag, value in (("--quantize", args.quantize), ("--compute-dtype", args.compute_dtype),
                                                 ("--beam-size", args.beam_size is not None),
                                                 ("--length-penalty", args.length_penalty is not None),
+                                                ("--early-stopping", args.early_stopping is not None),
                                                 ("--jit-max-sentences", args.jit_max_sentences),
                                                 ("--lanes", args.lanes != 1)) if value]
     if args.run:
@@ -134,7 +141,8 @@ def main(argv=None):
         finished_run(run)  # an unfinished or failed run's files are not whole
         if (run / "model.keras").is_file() and (run / "tokenizer.model").is_file():
             path = export_translation_run(run, args.output, args.version, args.quantize, args.compute_dtype,
-                                          args.jit_max_sentences, args.lanes, args.beam_size, args.length_penalty)
+                                          args.jit_max_sentences, args.lanes, args.beam_size, args.length_penalty,
+                                          args.early_stopping)
         elif translator_only:
             parser.error(f"{' and '.join(translator_only)} apply to translation runs only; {run} is not one")
         elif (run / "classifier.keras").is_file():

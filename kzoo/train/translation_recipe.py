@@ -75,6 +75,8 @@ class TranslationConfig:
     beam_size: int = setting(4, "beam search: hypotheses kept per sentence", minimum=1)
     length_penalty: float = setting(0.6, "beam search: GNMT length penalty alpha (0 scores plain log-probability)",
                                     minimum=0.0)
+    early_stopping: bool = setting(False, "beam search: a sentence is done once beam_size hypotheses have ended "
+                                   "(CTranslate2's rule; cheaper), not when none alive can beat its best (exact)")
     seed: int = setting(1337, "random seed of the weights, the batches and dropout", minimum=0)
 
     @classmethod
@@ -210,7 +212,8 @@ def translator(model, tokenizer, config, method="beam"):
     from kzoo.translator import Translator
 
     return Translator(model, tokenizer, method=method, beam_size=config.beam_size,
-                      length_penalty=config.length_penalty, max_source_length=config.max_length)
+                      length_penalty=config.length_penalty, early_stopping=config.early_stopping,
+                      max_source_length=config.max_length)
 
 
 def score(translator, sources, references, batch_size=64):

@@ -18,7 +18,7 @@ def run(script, *args):
     return [line for line in completed.stdout.splitlines() if line.startswith("| ") and "---" not in line]
 
 
-@pytest.mark.slow  # about a minute: ten decodings of the shipped translator; `make test-slow` runs it
+@pytest.mark.slow  # about a minute: fifteen decodings of the shipped translator; `make test-slow` runs it
 def test_the_decoding_study_scores_every_setting_of_its_grid_on_val():
     sys.path.insert(0, str(REPOSITORY / "benchmarks"))
     from translation_decoding_study import GRID
@@ -26,12 +26,13 @@ def test_the_decoding_study_scores_every_setting_of_its_grid_on_val():
     rows = run("translation_decoding_study.py", "--sentences", "24")
     scored = [[cell.strip() for cell in row.strip("|").split("|")] for row in rows if not row.startswith("| decoding")]
     assert [cells[0] for cells in scored[: len(GRID)]] == [
-        "greedy" if beam == 1 else f"beam {beam}, α {alpha}" for beam, alpha in GRID]
+        "greedy" if beam == 1 else f"beam {beam}, α {alpha}" + (", early stopping" if early else "")
+        for beam, alpha, early in GRID]
     for cells in scored[: len(GRID)]:
         assert 15 < float(cells[1]) < 70 and 40 < float(cells[2]) < 90  # BLEU and chrF of the shipped weights
 
 
-@pytest.mark.slow  # about a minute: ten decodings of the version kept for servers without XLA, on 8 sentences
+@pytest.mark.slow  # about a minute: fifteen decodings of the version kept for servers without XLA, on 8 sentences
 def test_the_decoding_study_of_another_translator_writes_a_section_of_its_own(tmp_path):
     sys.path.insert(0, str(REPOSITORY / "benchmarks"))
     from translation_decoding_study import GRID, SECTION

@@ -192,13 +192,16 @@ def test_sampler_rejects_bad_arguments(kwargs):
         sampler(**kwargs)
 
 
-@pytest.mark.parametrize("beam_size, length_penalty", [(3, 0.6), (1, 0.0), (4, 1.0)])
-def test_fixed_shapes_compiled_by_xla_give_beam_searchs_ids(model, beam_size, length_penalty):
+@pytest.mark.parametrize("beam_size, length_penalty, early_stopping", [(3, 0.6, False), (1, 0.0, False),
+                                                                      (4, 1.0, False), (4, 1.0, True)])
+def test_fixed_shapes_compiled_by_xla_give_beam_searchs_ids(model, beam_size, length_penalty, early_stopping):
     limits = np.array([9, 4, 6], "int32")
     compiled = tf.function(lambda ids, limits: fixed_shape_beam_search(model, ids, limits, 12, beam_size,
-                                                                       length_penalty), jit_compile=True)
+                                                                       length_penalty, early_stopping),
+                           jit_compile=True)
     ids, steps = compiled(SOURCE, limits)
-    reference, reference_steps = beam_search(model, SOURCE, limits, beam_size, length_penalty, return_steps=True)
+    reference, reference_steps = beam_search(model, SOURCE, limits, beam_size, length_penalty, return_steps=True,
+                                             early_stopping=early_stopping)
     np.testing.assert_array_equal(ids.numpy()[:, :9], reference.numpy())
     assert not ids.numpy()[:, 9:].any() and int(steps) == int(reference_steps)
     assert len({tuple(row) for row in reference.numpy().tolist()}) == 3  # three different translations

@@ -47,9 +47,9 @@ def test_shipped_translator_loads_in_python_and_translates_as_served():
 
     sources, _ = multi30k("val")
     translator = Translator.load(SHIPPED)
-    assert translator.settings() == {"method": "beam", "beam_size": 4, "length_penalty": 0.8, "max_source_length": 128,
-                                     "max_output_factor": 1.5, "sampling": {}, "max_sentences": 512,
-                                     "max_positions": 8192, "jit_max_sentences": 8, "lanes": 2}
+    assert translator.settings() == {"method": "beam", "beam_size": 4, "length_penalty": 0.8, "early_stopping": False,
+                                     "max_source_length": 128, "max_output_factor": 1.5, "sampling": {},
+                                     "max_sentences": 512, "max_positions": 8192, "jit_max_sentences": 8, "lanes": 2}
     assert translator.model.count_params() == 7_577_600 and translator.model.dropout == 0.2  # the multi30k_hour run
     serve = tf.saved_model.load(str(SHIPPED)).signatures["serving_default"]
     served = [t.decode() for t in serve(text=tf.constant(sources[:6]))["translation"].numpy()]

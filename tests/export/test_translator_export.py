@@ -124,11 +124,12 @@ def test_cli_exports_a_training_run_with_other_beam_settings(tmp_path, translato
             main(["--run", str(run), "--output", str(tmp_path / "exported"), *flags])
         assert fix in capsys.readouterr().err
     assert not (tmp_path / "exported").exists()  # refused before any work
-    main(["--run", str(run), "--output", str(tmp_path / "exported"), "--beam-size", "2", "--length-penalty", "1.0"])
-    described = json.loads((tmp_path / "exported" / "1" / "assets.extra" / "translator.json").read_text())
-    assert (described["settings"]["beam_size"], described["settings"]["length_penalty"]) == (2, 1.0)
+    main(["--run", str(run), "--output", str(tmp_path / "exported"), "--beam-size", "2", "--length-penalty", "1.0",
+          "--early-stopping"])
+    settings = json.loads((tmp_path / "exported" / "1" / "assets.extra" / "translator.json").read_text())["settings"]
+    assert (settings["beam_size"], settings["length_penalty"], settings["early_stopping"]) == (2, 1.0, True)
     narrower = Translator(translator.model, translator.tokenizer, method="beam", beam_size=2, length_penalty=1.0,
-                          max_source_length=24)
+                          max_source_length=24, early_stopping=True)
     serve = tf.saved_model.load(str(tmp_path / "exported" / "1")).signatures["serving_default"]
     served = [t.decode() for t in serve(text=tf.constant(SENTENCES))["translation"].numpy()]
     assert served == narrower(SENTENCES)
