@@ -45,7 +45,7 @@ class Translator(tf.Module):
         beam_size: int. Hypotheses kept by beam search. Defaults to 4.
         length_penalty: float. Beam search's length penalty α. Defaults to 0.6.
         early_stopping: bool. Beam search settles a sentence once `beam_size` of its hypotheses have finished
-            (CTranslate2's rule; cheaper, not exact) instead of when no alive one can beat its best
+            (CTranslate2's rule; not exact) instead of when no alive one can beat its best
             (`kzoo.decoding.beam_search`). Defaults to False.
         max_source_length: int. Source tokens kept, end token included. Defaults to 128.
         max_output_factor: float. At most `max_output_factor · source length + 10` output tokens. Defaults to 1.5.

@@ -30,7 +30,7 @@ def beam_search(model, encoder_token_ids, max_length, beam_size=4, length_penalt
         length_penalty: float. α of the length penalty; 0 scores by plain log-probability. Defaults to 0.6.
         return_steps: bool. Also return the decoding steps taken. Defaults to False.
         early_stopping: bool. Settle a sentence once beam_size of its hypotheses have finished (CTranslate2's rule:
-            cheaper, not exact) instead of when none alive can beat its best. Defaults to False.
+            fewer decoder positions, not exact) instead of when none alive can beat its best. Defaults to False.
 
     Returns:
         int32 tensor (batch, the largest limit): the best hypothesis of each sentence, end token included, 0-padded;

@@ -14,9 +14,9 @@ whether it fine-tuned a public checkpoint or a backbone of kzoo's own pretrainin
 sentence embedder. The version is written inside --output. `--quantize int8|bfloat16` (translators) stores the
 weight matrices quantized and `--compute-dtype` picks the dtype the decoder's matmuls run in (see
 `kzoo.export.export_translator`). `--jit-max-sentences N` (translators) decodes beam-search sub-batches of at most N
-sentences compiled by XLA (TF Serving then needs `--xla_cpu_compilation_enabled=true`). `--beam-size` and
+sentences compiled by XLA (TF Serving then needs `--xla_cpu_compilation_enabled=true`). `--beam-size`,
 `--length-penalty` and `--early-stopping` / `--no-early-stopping` (translators) replace the beam settings the run
-recorded, e.g. a narrower beam, or a sentence done once beam-size hypotheses have ended, for throughput.
+recorded, e.g. a narrower beam for throughput, or CTranslate2's stopping rule.
 """
 
 import argparse
@@ -107,7 +107,7 @@ def main(argv=None):
                         help="translator: the beam search's GNMT length penalty alpha, 0 or more (default: the run's)")
     parser.add_argument("--early-stopping", action=argparse.BooleanOptionalAction,
                         help="translator: beam search ends a sentence once beam-size hypotheses have ended "
-                             "(CTranslate2's rule; cheaper, not exact), or, with --no-early-stopping, when no alive "
+                             "(CTranslate2's rule; not exact), or, with --no-early-stopping, when no alive "
                              "one can beat its best (default: the run's)")
     parser.add_argument("--jit-max-sentences", type=int, default=0, metavar="N",
                         help="translator: beam-search sub-batches of at most N sentences (a power of two, such as 8) "

@@ -76,7 +76,7 @@ class TranslationConfig:
     length_penalty: float = setting(0.6, "beam search: GNMT length penalty alpha (0 scores plain log-probability)",
                                     minimum=0.0)
     early_stopping: bool = setting(False, "beam search: a sentence is done once beam_size hypotheses have ended "
-                                   "(CTranslate2's rule; cheaper), not when none alive can beat its best (exact)")
+                                   "(CTranslate2's rule), not when none alive can beat its best (exact)")
     seed: int = setting(1337, "random seed of the weights, the batches and dropout", minimum=0)
 
     @classmethod
