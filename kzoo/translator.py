@@ -18,6 +18,48 @@ FORMAT = "kzoo.Translator"
 CHARACTERS_PER_TOKEN = 16  # the longest piece of the shipped 8,000-piece vocabulary; text beyond is cut unread
 
 
+def check_decoding(spell=None, **settings):
+    """Raise one `ValueError` naming each of the decoding `settings` given (beam_size, length_penalty,
+    early_stopping, jit_max_sentences, lanes) that `Translator` cannot take, with the fix; before any work, so
+    `Translator` and `python -m kzoo.export` check them alike. `spell(name, value)` writes a setting as the caller's
+    user typed it (default `name=value`; the export command passes its flags).
+
+    Example:
+    ```python
+    from kzoo.translator import check_decoding
+
+    check_decoding(beam_size=4, length_penalty=0.6, lanes=2)  # fine: returns None
+    try:
+        check_decoding(beam_size=0, lanes=1.5)
+    except ValueError as error:
+        assert "beam_size=0 must be a positive integer" in str(error) and "lanes=1.5" in str(error)
+    ```
+    """
+    spell = spell or (lambda name, value: f"{name}={value!r}")
+    wanted = {
+        "beam_size": (lambda v: _is_int(v) and v >= 1, "must be a positive integer, such as 4"),
+        "length_penalty": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0,
+                           "must be 0 or more (0 scores plain log-probability), such as 0.6 or 1.0"),
+        "early_stopping": (lambda v: isinstance(v, bool), "must be True or False"),
+        "jit_max_sentences": (lambda v: _is_int(v) and v >= 0 and not v & (v - 1),
+                              "must be 0 or a power of two (0 compiles nothing, N decodes sub-batches of up "
+                              "to N sentences compiled), such as 8"),
+        "lanes": (lambda v: _is_int(v) and v >= 1, "must be a positive integer: 1 decodes one sub-batch after "
+                                                  "another, the number of cores decodes one lane on each"),
+    }
+    unknown = set(settings) - set(wanted)
+    if unknown:
+        raise TypeError(f"check_decoding got {sorted(unknown)}; it checks {sorted(wanted)}.")
+    problems = [f"{spell(name, value)} {fix}" for name, value in settings.items()
+                for accepts, fix in [wanted[name]] if not accepts(value)]
+    if problems:
+        raise ValueError("; ".join(problems) + ".")
+
+
+def _is_int(value):
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 class Translator(tf.Module):
     """Translate sentences with a `Transformer` and the `SubwordTokenizer` it was trained with.
 
@@ -83,15 +125,8 @@ class Translator(tf.Module):
         super().__init__(name=name)
         if method not in METHODS:
             raise ValueError(f"method={method!r} is not a decoding method; use one of {METHODS}.")
-        if not isinstance(jit_max_sentences, int) or jit_max_sentences < 0 or jit_max_sentences & (
-                jit_max_sentences - 1):
-            raise ValueError(f"jit_max_sentences={jit_max_sentences!r} must be 0 (compile nothing) or a power of two "
-                             "(the largest sub-batch decoded compiled), such as 8.")
-        if not isinstance(lanes, int) or lanes < 1:
-            raise ValueError(f"lanes={lanes!r} must be a positive integer: 1 decodes one sub-batch after another, "
-                             "the number of cores decodes one lane on each.")
-        if not isinstance(early_stopping, bool):
-            raise ValueError(f"early_stopping={early_stopping!r} must be True or False.")
+        check_decoding(beam_size=beam_size, length_penalty=length_penalty, early_stopping=early_stopping,
+                       jit_max_sentences=jit_max_sentences, lanes=lanes)
         self.model = model
         self.tokenizer = tokenizer
         self.method = method

@@ -120,14 +120,15 @@ def main(argv=None):
                              "--tensorflow_intra_op_parallelism=1); same translations, 1 decodes one sub-batch "
                              "after another")
     args = parser.parse_args(argv)
-    if args.lanes < 1:
-        parser.error(f"--lanes {args.lanes} must be a positive integer, such as the number of cores")
-    if args.jit_max_sentences < 0 or args.jit_max_sentences & (args.jit_max_sentences - 1):
-        parser.error(f"--jit-max-sentences {args.jit_max_sentences} must be 0 or a power of two, such as 8")
-    if args.beam_size is not None and args.beam_size < 1:
-        parser.error(f"--beam-size {args.beam_size} must be a positive integer, such as 4")
-    if args.length_penalty is not None and not args.length_penalty >= 0:
-        parser.error(f"--length-penalty {args.length_penalty} must be 0 or more, such as 0.6 or 1.0")
+    decoding = {name: value for name, value in (("lanes", args.lanes), ("jit_max_sentences", args.jit_max_sentences),
+                                                ("beam_size", args.beam_size),
+                                                ("length_penalty", args.length_penalty)) if value is not None}
+    try:  # the checks `Translator` makes, before any weights are read
+        from kzoo.translator import check_decoding
+
+        check_decoding(spell=lambda name, value: f"--{name.replace('_', '-')} {value}", **decoding)
+    except ValueError as error:
+        parser.error(str(error))
     translator_only = [flag for flag, value in (("--quantize", args.quantize), ("--compute-dtype", args.compute_dtype),
                                                 ("--beam-size", args.beam_size is not None),
                                                 ("--length-penalty", args.length_penalty is not None),
