@@ -64,7 +64,10 @@ def main(folder, compute_type, version, threads):
     print(json.dumps("ready"), file=answers, flush=True)
     for line in sys.stdin:
         texts = json.loads(line)
-        translations = translate_ctranslate2(model, translator.tokenizer, texts, max_batch_size=64, **options)
+        # The whole request as one batch, as kzoo's translator decodes a request (it sorts and cuts sub-batches
+        # itself; CTranslate2 sorts a batch by length too).
+        translations = translate_ctranslate2(model, translator.tokenizer, texts, max_batch_size=max(1, len(texts)),
+                                             **options)
         print(json.dumps(translations), file=answers, flush=True)
 
 
