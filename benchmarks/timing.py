@@ -159,7 +159,11 @@ def interleaved(timers, repeats):
 
 
 class OtherLoad:
-    """How many cores other processes kept busy, on average, since this object was made (Linux /proc/stat)."""
+    """How many cores other processes kept busy, on average, since this object was made (Linux /proc/stat).
+
+    "Other" leaves out this process and its children that have ended and been waited for (a benchmark's worker
+    processes, once closed), so read `cores()` after closing them: a worker still running counts as other load.
+    """
 
     def __init__(self):
         self.start = self._now()
@@ -169,7 +173,7 @@ class OtherLoad:
         user, nice, system, _idle, _iowait, irq, softirq = map(int, open("/proc/stat").readline().split()[1:8])
         own = os.times()
         busy = (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
-        return time.monotonic(), busy, own.user + own.system
+        return time.monotonic(), busy, own.user + own.system + own.children_user + own.children_system
 
     def cores(self):
         (wall0, busy0, own0), (wall1, busy1, own1) = self.start, self._now()
