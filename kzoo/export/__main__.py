@@ -120,15 +120,16 @@ def main(argv=None):
                              "--tensorflow_intra_op_parallelism=1); same translations, 1 decodes one sub-batch "
                              "after another")
     args = parser.parse_args(argv)
-    decoding = {name: value for name, value in (("lanes", args.lanes), ("jit_max_sentences", args.jit_max_sentences),
-                                                ("beam_size", args.beam_size),
-                                                ("length_penalty", args.length_penalty)) if value is not None}
-    try:  # the checks `Translator` makes, before any weights are read
+    decoding_flags = (("lanes", args.lanes, 1), ("jit_max_sentences", args.jit_max_sentences, 0),
+                      ("beam_size", args.beam_size, None), ("length_penalty", args.length_penalty, None))
+    given = {name: value for name, value, default in decoding_flags if value != default}
+    if given:  # the checks `Translator` makes, before any weights are read (TensorFlow loads only for them)
         from kzoo.translator import check_decoding
 
-        check_decoding(spell=lambda name, value: f"--{name.replace('_', '-')} {value}", **decoding)
-    except ValueError as error:
-        parser.error(str(error))
+        try:
+            check_decoding(spell=lambda name, value: f"--{name.replace('_', '-')} {value}", **given)
+        except ValueError as error:
+            parser.error(str(error))
     translator_only = [flag for flag, value in (("--quantize", args.quantize), ("--compute-dtype", args.compute_dtype),
                                                 ("--beam-size", args.beam_size is not None),
                                                 ("--length-penalty", args.length_penalty is not None),
