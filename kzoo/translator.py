@@ -36,28 +36,31 @@ def check_decoding(spell=None, **settings):
     ```
     """
     spell = spell or (lambda name, value: f"{name}={value!r}")
-    wanted = {
-        "beam_size": (lambda v: _is_int(v) and v >= 1, "must be a positive integer, such as 4"),
-        "length_penalty": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0,
-                           "must be 0 or more (0 scores plain log-probability), such as 0.6 or 1.0"),
-        "early_stopping": (lambda v: isinstance(v, bool), "must be True or False"),
-        "jit_max_sentences": (lambda v: _is_int(v) and v >= 0 and not v & (v - 1),
-                              "must be 0 or a power of two (0 compiles nothing, N decodes sub-batches of up "
-                              "to N sentences compiled), such as 8"),
-        "lanes": (lambda v: _is_int(v) and v >= 1, "must be a positive integer: 1 decodes one sub-batch after "
-                                                  "another, the number of cores decodes one lane on each"),
-    }
-    unknown = set(settings) - set(wanted)
+    unknown = set(settings) - set(DECODING_RULES)
     if unknown:
-        raise TypeError(f"check_decoding got {sorted(unknown)}; it checks {sorted(wanted)}.")
+        raise TypeError(f"check_decoding got {sorted(unknown)}; it checks {sorted(DECODING_RULES)}.")
     problems = [f"{spell(name, value)} {fix}" for name, value in settings.items()
-                for accepts, fix in [wanted[name]] if not accepts(value)]
+                for accepts, fix in [DECODING_RULES[name]] if not accepts(value)]
     if problems:
         raise ValueError("; ".join(problems) + ".")
 
 
 def _is_int(value):
     return isinstance(value, int) and not isinstance(value, bool)
+
+
+DECODING_RULES = {  # setting: (accepts(value), what a refused value must be); `check_decoding` applies them
+    "beam_size": (lambda v: _is_int(v) and v >= 1, "must be a positive integer, such as 4"),
+    "length_penalty": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0,
+                       "must be 0 or more (0 scores plain log-probability), such as 0.6 or 1.0"),
+    "early_stopping": (lambda v: isinstance(v, bool), "must be True or False"),
+    "jit_max_sentences": (lambda v: _is_int(v) and v >= 0 and not v & (v - 1),
+                          "must be 0 or a power of two (0 compiles nothing, N decodes sub-batches of up "
+                          "to N sentences compiled), such as 8"),
+    "lanes": (lambda v: _is_int(v) and v >= 1,
+              "must be a positive integer: 1 decodes one sub-batch after another, the number of cores decodes one "
+              "lane on each"),
+}
 
 
 class Translator(tf.Module):
@@ -251,6 +254,7 @@ class Translator(tf.Module):
         # shipped(["A dog runs on the beach."]) gives German text
         ```
         """
+        check_decoding(**{name: value for name, value in overrides.items() if name in DECODING_RULES})  # first
         path = pathlib.Path(path)
         if not path.exists():
             raise FileNotFoundError(f"{path} does not exist: pass a folder Translator.save wrote, a translation run "

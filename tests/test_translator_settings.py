@@ -33,3 +33,8 @@ def test_check_decoding_spells_settings_as_the_caller_asks():
         check_decoding(spell=lambda name, value: f"--{name.replace('_', '-')} {value}", beam_size=0)
     with pytest.raises(TypeError, match=r"check_decoding got \['beam'\]"):
         check_decoding(beam=4)
+
+
+def test_load_refuses_a_bad_override_before_reading_anything(tmp_path):
+    with pytest.raises(ValueError, match="beam_size=0 must be a positive integer"):
+        Translator.load(tmp_path / "nothing here", beam_size=0)  # the check, not FileNotFoundError: it comes first
