@@ -109,6 +109,30 @@ class SubwordTokenizer(tf.Module):
         """Strings (batch,) to a RaggedTensor of ids (batch, None), without start or end ids."""
         return self._tokenizer.tokenize(texts)
 
+    def sampler(self, dropout):
+        """A tensorflow-text tokenizer that segments with BPE-dropout (Provilkov et al. 2020): each merge is skipped
+        with probability `dropout`, so a word comes out in a different split each time (same text, more pieces on
+        average). It is for training data only; `tokenize` is the segmentation a model translates with. SentencePiece
+        draws the skips from its own random source, so the splits differ from run to run. (For a vocabulary trained
+        with `model_type="unigram"` the same call samples Kudo's subword regularisation, `dropout` as its smoothing.)
+
+        Example:
+        ```python
+        tokenizer = kzoo.text.SubwordTokenizer.train(["A dog runs.", "Ein Hund läuft."] * 20, vocabulary_size=300)
+        ids = tokenizer.sampler(0.5).tokenize(tf.constant(["Ein Hund läuft."]))
+        tokenizer.detokenize(ids).numpy()[0].decode()  # "Ein Hund läuft.", in (usually) more pieces
+        ```
+
+        References:
+            - [Provilkov et al., 2020](https://arxiv.org/abs/1910.13267), BPE-Dropout: Simple and Effective Subword
+              Regularization; [Kudo, 2018](https://arxiv.org/abs/1804.10959).
+        """
+        if not 0.0 < dropout < 1.0:
+            raise ValueError(f"SubwordTokenizer.sampler: dropout={dropout!r} must lie strictly between 0 and 1 "
+                             "(0 is the plain segmentation: use tokenize).")
+        # For a BPE model SentencePiece reads alpha as the merge-dropout probability; nbest_size=-1 turns sampling on.
+        return tf_text.SentencepieceTokenizer(model=self.model_proto, out_type=tf.int32, nbest_size=-1, alpha=dropout)
+
     def detokenize(self, ids):
         """Ids (batch, length), dense or ragged, to strings (batch,).
 

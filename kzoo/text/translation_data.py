@@ -36,8 +36,20 @@ def encode_pairs(tokenizer, sources, targets, max_length=128):
     return with_token(source_ids, END, False), with_token(target_ids, START, True), with_token(target_ids, END, False)
 
 
+def _sampled_pair(sampler, max_length):
+    """The `encode_pairs` triple of one (source, target) string pair, segmented by `sampler` (BPE-dropout)."""
+    end, start = tf.constant([END]), tf.constant([START])
+
+    def encode(source, target):
+        source_ids = sampler.tokenize(source)[: max_length - 1]
+        target_ids = sampler.tokenize(target)[: max_length - 1]
+        return (tf.concat([source_ids, end], 0), tf.concat([start, target_ids], 0), tf.concat([target_ids, end], 0))
+
+    return encode
+
+
 def translation_batches(tokenizer, sources, targets, max_tokens=4096, max_length=128, shuffle=True, seed=0,
-                        boundaries=DEFAULT_BOUNDARIES):
+                        boundaries=DEFAULT_BOUNDARIES, subword_dropout=0.0):
     """A `tf.data.Dataset` of ({"encoder_token_ids", "decoder_token_ids"}, labels) batches.
 
     Pairs are bucketed by length and each bucket's batch holds about `max_tokens` tokens per side (batch size =
@@ -52,6 +64,10 @@ def translation_batches(tokenizer, sources, targets, max_tokens=4096, max_length
         shuffle: bool. Shuffle pairs (reshuffled every epoch) and batches. Defaults to True.
         seed: int. Shuffling seed.
         boundaries: bucket boundaries in tokens.
+        subword_dropout: float. BPE-dropout (`SubwordTokenizer.sampler`): with a value above 0 the pairs are
+            segmented afresh every epoch, each merge skipped with this probability, a regulariser for training data
+            (sentences come out longer: about 1.2x the pieces at 0.05 and 1.4x at 0.1 on Multi30k with 8,000
+            pieces). Defaults to 0, the plain segmentation, computed once.
 
     Example:
     ```python
@@ -68,13 +84,21 @@ def translation_batches(tokenizer, sources, targets, max_tokens=4096, max_length
     boundaries = [b for b in boundaries if b < max_length] + [max_length + 1]
     if max_tokens < boundaries[-1]:
         raise ValueError(f"max_tokens={max_tokens} must be at least max_length + 1 = {boundaries[-1]}.")
-    encoder, decoder, labels = encode_pairs(tokenizer, sources, targets, max_length)
-    # Slices of a ragged tensor come out as ragged specs of rank 1; make them plain tensors for padded batching.
-    dataset = tf.data.Dataset.from_tensor_slices((encoder, decoder, labels)).map(
-        lambda *row: tuple(tf.convert_to_tensor(x) for x in row)
-    )
-    if shuffle:
-        dataset = dataset.shuffle(len(sources), seed=seed, reshuffle_each_iteration=True)
+    if subword_dropout:
+        sampler = tokenizer.sampler(subword_dropout)  # refuses a value outside (0, 1) before any work
+        dataset = tf.data.Dataset.from_tensor_slices((list(sources), list(targets)))
+        if shuffle:
+            dataset = dataset.shuffle(len(sources), seed=seed, reshuffle_each_iteration=True)
+        dataset = dataset.map(_sampled_pair(sampler, max_length), num_parallel_calls=tf.data.AUTOTUNE,
+                              deterministic=True)
+    else:
+        encoder, decoder, labels = encode_pairs(tokenizer, sources, targets, max_length)
+        # Slices of a ragged tensor come out as ragged specs of rank 1; make them plain tensors for padded batching.
+        dataset = tf.data.Dataset.from_tensor_slices((encoder, decoder, labels)).map(
+            lambda *row: tuple(tf.convert_to_tensor(x) for x in row)
+        )
+        if shuffle:
+            dataset = dataset.shuffle(len(sources), seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.bucket_by_sequence_length(
         lambda source, target, labels: tf.maximum(tf.shape(source)[0], tf.shape(target)[0]),
         bucket_boundaries=boundaries[:-1],

@@ -58,6 +58,9 @@ class TranslationConfig:
     dropout: float = setting(0.1, "dropout on embeddings, sub-layer outputs and attention weights", minimum=0.0,
                              below=1.0)
     label_smoothing: float = setting(0.1, "label smoothing of the cross-entropy", minimum=0.0, below=1.0)
+    subword_dropout: float = setting(0.0, "BPE-dropout of the training sentences (Provilkov et al. 2020): each merge "
+                                     "skipped with this probability, segmented afresh every epoch; 0: off",
+                                     minimum=0.0, below=1.0)
     max_tokens: int = setting(2048, "tokens per side in a batch (length-bucketed batches)", minimum=2)
     max_length: int = setting(128, "subwords kept per sentence, end token included", minimum=4)
     warmup_steps: int = setting(1000, "warm-up steps of the paper's learning-rate schedule", minimum=1)
@@ -302,11 +305,14 @@ def train(config, output, train_pairs=None, val_pairs=None, test_pairs=None, res
             tokenizer = SubwordTokenizer.train(train_pairs[0] + train_pairs[1], vocabulary_size=config.vocabulary_size)
             tokenizer.save(run.file("tokenizer.model"))  # a resumed run needs it; the run is not finished until the end
         train_data = translation_batches(tokenizer, *train_pairs, max_tokens=config.max_tokens,
-                                         max_length=config.max_length, seed=config.seed)
+                                         max_length=config.max_length, seed=config.seed,
+                                         subword_dropout=config.subword_dropout)
         val_data = translation_batches(tokenizer, *val_pairs, max_tokens=config.max_tokens,
                                        max_length=config.max_length, shuffle=False)
-        # Bucketing hides the number of batches from Keras; one pass finds it. Keras warns that the input "ran out of
-        # data" at the end of every evaluation over a dataset of unknown length, so the validation set says its own.
+        # Bucketing hides the number of batches from Keras; one pass finds it (with subword dropout the count varies a
+        # little from pass to pass, so an "epoch" is then that many steps of a repeated stream). Keras warns that the
+        # input "ran out of data" at the end of every evaluation over a dataset of unknown length, so the validation
+        # set says its own.
         steps_per_epoch = config.steps_per_epoch or sum(1 for _ in train_data)
         val_data = val_data.apply(tf.data.experimental.assert_cardinality(sum(1 for _ in val_data)))
 

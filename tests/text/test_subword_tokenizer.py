@@ -89,3 +89,43 @@ def test_save_writes_a_file_anyone_may_read_and_leaves_nothing_on_failure(tokeni
     with pytest.raises(OSError, match="No space left"):
         tokenizer.save(tmp_path / "other.model")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["tokenizer.model"]
+
+
+def test_subword_dropout_resegments_every_pass_and_keeps_the_text(tokenizer, corpus):
+    def normalized(text):  # what a round trip gives back (see test_round_trip_restores_german_text)
+        return unicodedata.normalize("NFKC", " ".join(text.split()))
+
+    sources, targets = [normalized(s) for s in corpus[0][:300]], [normalized(t) for t in corpus[1][:300]]
+    plain = {"encoder": tokenizer.tokenize(tf.constant(sources)), "decoder": tokenizer.tokenize(tf.constant(targets))}
+    plain_pieces = int(plain["encoder"].row_lengths().numpy().sum() + plain["decoder"].row_lengths().numpy().sum())
+    data = translation_batches(tokenizer, sources, targets, max_tokens=1024, max_length=200, shuffle=False,
+                               subword_dropout=0.3)
+    passes = []
+    for _ in range(2):
+        rows = {}
+        pieces = 0
+        for features, labels in data:
+            encoder, decoder, labels = (x.numpy() for x in (features["encoder_token_ids"],
+                                                             features["decoder_token_ids"], labels))
+            np.testing.assert_array_equal(decoder[:, 0], START)
+            assert np.all((labels == END).sum(1) == 1) and np.all((encoder == END).sum(1) == 1)
+            for source_row, decoder_row in zip(encoder, decoder):
+                source_ids = source_row[: list(source_row).index(END)].tolist()
+                target_ids = decoder_row[1:][decoder_row[1:] != PAD].tolist()
+                text = tokenizer.detokenize(tf.constant([source_ids])).numpy()[0].decode()
+                rows[text] = (source_ids, target_ids)
+                pieces += len(source_ids) + len(target_ids)
+        # Every pair is there once, and its pieces still spell its sentences.
+        assert sorted(rows) == sorted(sources)
+        for text, (_, target_ids) in rows.items():
+            expected = targets[sources.index(text)]
+            assert tokenizer.detokenize(tf.constant([target_ids])).numpy()[0].decode() == expected
+        assert pieces > 1.3 * plain_pieces  # skipped merges leave more, shorter pieces
+        passes.append(rows)
+    assert passes[0] != passes[1]  # segmented afresh on every pass over the data
+
+
+def test_subword_dropout_outside_0_1_is_refused(tokenizer, corpus):
+    for dropout in (1.0, -0.1):
+        with pytest.raises(ValueError, match=f"dropout={dropout}.*strictly between 0 and 1"):
+            translation_batches(tokenizer, corpus[0][:5], corpus[1][:5], subword_dropout=dropout)
