@@ -111,20 +111,23 @@ def _staged(base_dir, version):
     published version's path; on failure the folder is removed."""
     base_dir = pathlib.Path(base_dir)
     base_dir.mkdir(parents=True, exist_ok=True)
-    with _locked(base_dir):
-        remove_stale_partials(base_dir)
-        hint = next_version(base_dir) if version is None else version
-        staging = pathlib.Path(tempfile.mkdtemp(dir=base_dir, prefix=f".{hint}{PARTIAL}"))
     published = []
-    try:
-        with _locked(staging):
+    with contextlib.ExitStack() as staging_lock:
+        with _locked(base_dir):
+            remove_stale_partials(base_dir)
+            hint = next_version(base_dir) if version is None else version
+            staging = pathlib.Path(tempfile.mkdtemp(dir=base_dir, prefix=f".{hint}{PARTIAL}"))
+            # Locked before the model folder's lock ends: another export's cleanup, which runs under that lock,
+            # must never find the new folder unlocked and take it for a killed export's.
+            staging_lock.enter_context(_locked(staging))
+        try:
             yield staging, published
             publish_permissions(staging)  # tempfile made it 0700: TF Serving may run as another user
             with _locked(base_dir):
                 published.append(_rename_into_place(staging, base_dir, version))
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+        except BaseException:
+            shutil.rmtree(staging, ignore_errors=True)
+            raise
 
 
 def _check_version(base_dir, version):

@@ -1,6 +1,7 @@
 """Hostile cases for exported versions (issue 19, items 4 and 10): readable by another user, concurrent exports into
 one folder, folders left by killed exports."""
 
+import contextlib
 import os
 import pathlib
 import signal
@@ -60,6 +61,25 @@ def test_a_concurrent_export_of_a_chosen_version_says_the_other_won(tmp_path):
                 (other / "saved_model.pb").write_text("first")
     assert (tmp_path / "3" / "saved_model.pb").read_text() == "first"
     assert sorted(os.listdir(tmp_path)) == ["3"]  # the loser's hidden folder is gone too
+
+
+def test_a_new_staging_folder_is_locked_before_another_export_may_clean_up(tmp_path, monkeypatch):
+    # Another export's cleanup runs under the model folder's lock, so it may run the moment this export lets that
+    # lock go: it must find this export's staging folder locked already (a race seen under load, where it deleted the
+    # folder a concurrent export had just made).
+    real_locked, removed = versioned_dir._locked, []
+
+    @contextlib.contextmanager
+    def cleaned_at_every_release(path, blocking=True):
+        with real_locked(path, blocking) as held:
+            yield held
+        if pathlib.Path(path) == tmp_path:
+            removed.extend(remove_stale_partials(tmp_path))
+
+    monkeypatch.setattr(versioned_dir, "_locked", cleaned_at_every_release)
+    published = write_version(tmp_path, lambda folder: (folder / "saved_model.pb").write_bytes(b"1"))
+    assert removed == [] and (published / "saved_model.pb").read_bytes() == b"1"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["1"]
 
 
 def test_a_chosen_version_that_exists_is_refused_before_any_work(tmp_path):
