@@ -25,8 +25,12 @@ def encode_pairs(tokenizer, sources, targets, max_length=128):
     labels.row_lengths().numpy().tolist()  # [8, 8]: the German sentences, cut to max_length
     ```
     """
-    source_ids = tokenizer.tokenize(tf.constant(sources))[:, : max_length - 1]
-    target_ids = tokenizer.tokenize(tf.constant(targets))[:, : max_length - 1]
+    return _framed(tokenizer.tokenize(tf.constant(sources)), tokenizer.tokenize(tf.constant(targets)), max_length)
+
+
+def _framed(source_ids, target_ids, max_length):
+    """`encode_pairs`'s triple from the ragged ids (batch, None) of sources and targets."""
+    source_ids, target_ids = source_ids[:, : max_length - 1], target_ids[:, : max_length - 1]
 
     def with_token(ids, token, first):
         column = tf.fill([ids.nrows(), 1], token)
@@ -34,18 +38,6 @@ def encode_pairs(tokenizer, sources, targets, max_length=128):
         return tf.concat([column, ids] if first else [ids, column], axis=1)
 
     return with_token(source_ids, END, False), with_token(target_ids, START, True), with_token(target_ids, END, False)
-
-
-def _sampled_pair(sampler, max_length):
-    """The `encode_pairs` triple of one (source, target) string pair, segmented by `sampler` (BPE-dropout)."""
-    end, start = tf.constant([END]), tf.constant([START])
-
-    def encode(source, target):
-        source_ids = sampler.tokenize(source)[: max_length - 1]
-        target_ids = sampler.tokenize(target)[: max_length - 1]
-        return (tf.concat([source_ids, end], 0), tf.concat([start, target_ids], 0), tf.concat([target_ids, end], 0))
-
-    return encode
 
 
 def translation_batches(tokenizer, sources, targets, max_tokens=4096, max_length=128, shuffle=True, seed=0,
@@ -86,19 +78,16 @@ def translation_batches(tokenizer, sources, targets, max_tokens=4096, max_length
         raise ValueError(f"max_tokens={max_tokens} must be at least max_length + 1 = {boundaries[-1]}.")
     if subword_dropout:
         sampler = tokenizer.sampler(subword_dropout)  # refuses a value outside (0, 1) before any work
-        dataset = tf.data.Dataset.from_tensor_slices((list(sources), list(targets)))
-        if shuffle:
-            dataset = dataset.shuffle(len(sources), seed=seed, reshuffle_each_iteration=True)
-        dataset = dataset.map(_sampled_pair(sampler, max_length), num_parallel_calls=tf.data.AUTOTUNE,
-                              deterministic=True)
+        # Tokenized inside the pipeline, a chunk of pairs at a time, so every pass draws new segmentations.
+        rows = tf.data.Dataset.from_tensor_slices((list(sources), list(targets))).batch(1024).map(
+            lambda source, target: _framed(sampler.tokenize(source), sampler.tokenize(target), max_length)
+        ).unbatch()
     else:
-        encoder, decoder, labels = encode_pairs(tokenizer, sources, targets, max_length)
-        # Slices of a ragged tensor come out as ragged specs of rank 1; make them plain tensors for padded batching.
-        dataset = tf.data.Dataset.from_tensor_slices((encoder, decoder, labels)).map(
-            lambda *row: tuple(tf.convert_to_tensor(x) for x in row)
-        )
-        if shuffle:
-            dataset = dataset.shuffle(len(sources), seed=seed, reshuffle_each_iteration=True)
+        rows = tf.data.Dataset.from_tensor_slices(encode_pairs(tokenizer, sources, targets, max_length))
+    # Slices of a ragged tensor come out as ragged specs of rank 1; make them plain tensors for padded batching.
+    dataset = rows.map(lambda *row: tuple(tf.convert_to_tensor(x) for x in row))
+    if shuffle:
+        dataset = dataset.shuffle(len(sources), seed=seed, reshuffle_each_iteration=True)
     dataset = dataset.bucket_by_sequence_length(
         lambda source, target, labels: tf.maximum(tf.shape(source)[0], tf.shape(target)[0]),
         bucket_boundaries=boundaries[:-1],
