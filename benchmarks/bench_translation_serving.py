@@ -14,7 +14,9 @@ The shipped translator (saved_models/transformer_multi30k_en_de, its newest vers
 - kzoo SavedModel, C API: `kzoo.serving.ContractLoader`, TF Serving's loading path (TensorFlow's C API, in its own
   process) answering TF Serving REST bodies three ways: with README's thread flags for throughput (1 intra-op
   thread, one inter-op thread per core), with README's flags for single-sentence latency (an intra-op and an
-  inter-op thread per core), and with TF Serving's default threads (0 and 0: TensorFlow chooses).
+  inter-op thread per core), and with TF Serving's default threads (0 and 0: TensorFlow chooses); and the first
+  two again with `TF_ENABLE_ONEDNN_OPTS=0` in the loader's environment (TensorFlow's own CPU kernels instead of its
+  oneDNN graph rewrites, as `docker run -e TF_ENABLE_ONEDNN_OPTS=0` would set it for TF Serving).
 - CTranslate2 float32 and int8: `kzoo.export.export_ctranslate2` of the same weights (int8 with
   `quantization="int8"`), run by `ctranslate2.Translator` with 2 intra-op threads, through
   `kzoo.export.ctranslate2_export.translate_ctranslate2` (the kzoo tokenizer in Python, the translator's beam size,
@@ -65,6 +67,7 @@ SECTION = "translation-serving"
 THREADS = 2  # the cores of the machine the figures are for: CTranslate2's threads, kzoo's inter-op threads
 BATCH = 64
 MODEL = "transformer_multi30k_en_de"
+NO_ONEDNN = {"TF_ENABLE_ONEDNN_OPTS": "0"}  # TensorFlow's own kernels (Eigen) instead of its oneDNN graph rewrites
 
 
 def recorded_settings(version):
@@ -122,6 +125,9 @@ def contenders(version, translator, folder, older=()):
         for compute, matmuls in (("float32", ", float32 matmuls"), ("bfloat16", " + bfloat16 matmuls"))}
     flagged = ContractLoader(version, intra_op_parallelism=1, inter_op_parallelism=THREADS)
     latency = ContractLoader(version, intra_op_parallelism=THREADS, inter_op_parallelism=THREADS)
+    flagged_eigen, latency_eigen = (
+        ContractLoader(version, intra_op_parallelism=intra, inter_op_parallelism=THREADS, environment=NO_ONEDNN)
+        for intra in (1, THREADS))
     default = ContractLoader(version)
     ctranslate2_models = {"float32": ({}, "default"), "int8": ({"quantization": "int8"}, "int8")}  # export, compute
     float32, int8 = (CTranslate2Process(export_ctranslate2(translator.model, translator.tokenizer, folder / name,
@@ -154,6 +160,8 @@ def contenders(version, translator, folder, older=()):
            for name, signature in {**previous, **serve_quantized}.items()},
         "kzoo SavedModel, C API (TF Serving's loader), README's threads": c_api(flagged),
         f"kzoo SavedModel, C API, {THREADS} intra-op threads (README's latency flags)": c_api(latency),
+        "kzoo SavedModel, C API, README's threads, TF_ENABLE_ONEDNN_OPTS=0": c_api(flagged_eigen),
+        f"kzoo SavedModel, C API, {THREADS} intra-op threads, TF_ENABLE_ONEDNN_OPTS=0": c_api(latency_eigen),
         "kzoo SavedModel, C API, TF Serving's default threads": c_api(default),
         "CTranslate2 float32": ct2(float32),
         "CTranslate2 int8": ct2(int8),

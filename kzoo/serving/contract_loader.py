@@ -2,6 +2,7 @@
 
 import base64
 import json
+import os
 import pathlib
 import subprocess
 import sys
@@ -59,6 +60,8 @@ class ContractLoader:
     replays them (unless `warmup=False`); `warmup` says how many and how long they took (None without a warm-up
     file or replay), and one that fails fails the load. `intra_op_parallelism` and `inter_op_parallelism` are TF
     Serving's `--tensorflow_intra_op_parallelism` / `--tensorflow_inter_op_parallelism` (0: one thread per core).
+    `environment` ({name: value}) is added to the loader process's environment, as to TF Serving's (`docker run -e`):
+    TensorFlow's runtime settings, such as `{"TF_ENABLE_ONEDNN_OPTS": "0"}`.
     A model that does not load raises `ServingError` with TensorFlow's cause (`Read less bytes than requested`,
     `Checksum does not match ...`). A request TF Serving would refuse raises `ServingError` with the message TF
     Serving sends; the loader process goes on.
@@ -83,7 +86,8 @@ class ContractLoader:
     ```
     """
 
-    def __init__(self, export_dir, timeout=600, warmup=True, intra_op_parallelism=0, inter_op_parallelism=0):
+    def __init__(self, export_dir, timeout=600, warmup=True, intra_op_parallelism=0, inter_op_parallelism=0,
+                 environment=None):
         export_dir = pathlib.Path(export_dir)
         if not (export_dir / "saved_model.pb").is_file():
             raise FileNotFoundError(f"{export_dir} has no saved_model.pb: pass a version folder, such as "
@@ -96,7 +100,7 @@ class ContractLoader:
             for kind, threads in (("intra", intra_op_parallelism), ("inter", inter_op_parallelism)) if threads]
         self._process = subprocess.Popen([sys.executable, "-I", str(LOADER), str(export_dir.resolve()), *flags],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self._log,
-                                         text=True, bufsize=1)
+                                         text=True, bufsize=1, env={**os.environ, **(environment or {})})
         ready = self._read()
         if not ready.get("ready"):
             self.close()

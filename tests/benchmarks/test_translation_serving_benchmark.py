@@ -12,7 +12,7 @@ from tests.train.worker_processes import REPOSITORY
 pytest.importorskip("ctranslate2")
 
 
-@pytest.mark.slow  # about ten minutes: ten contenders load and compile the warm-up shapes; `make test-slow` runs it
+@pytest.mark.slow  # about ten minutes: twelve contenders load and compile the warm-up shapes; `make test-slow` runs it
 def test_the_translation_serving_benchmark_runs_quick():
     completed = subprocess.run(
         [sys.executable, "benchmarks/bench_translation_serving.py", "--quick"], cwd=REPOSITORY,
@@ -32,11 +32,14 @@ def test_the_translation_serving_benchmark_runs_quick():
         "kzoo SavedModel int8 weights + bfloat16 matmuls, TF Python",
         "kzoo SavedModel, C API (TF Serving's loader), README's threads",
         "kzoo SavedModel, C API, 2 intra-op threads (README's latency flags)",
+        "kzoo SavedModel, C API, README's threads, TF_ENABLE_ONEDNN_OPTS=0",
+        "kzoo SavedModel, C API, 2 intra-op threads, TF_ENABLE_ONEDNN_OPTS=0",
         "kzoo SavedModel, C API, TF Serving's default threads", "CTranslate2 float32", "CTranslate2 int8"]
     for row in rows:
         cells = [cell.strip() for cell in row.strip("|").split("|")]
         assert float(cells[1]) > 0 and float(cells[4]) > 0  # sentences/s, latency
         assert 20 < float(cells[6]) < 60  # BLEU of the shipped translator on 16 sentences
         assert cells[7].endswith("/16")
-    # the C API loader runs the same graph, the plain export the same weights without XLA and lanes
-    assert {rows[k].split(" | ")[7] for k in (2, 5, 6, 7)} == {"16/16"}
+    # the C API loader runs the same graph (with TensorFlow's kernels or oneDNN's), the plain export the same weights
+    # without XLA and lanes
+    assert {rows[k].split(" | ")[7] for k in (2, 5, 6, 7, 8, 9)} == {"16/16"}

@@ -179,3 +179,19 @@ def test_the_loader_script_refuses_a_flag_it_does_not_take_before_loading(capsys
     assert c_api_loader.main(["no/such/model", "--warmup"]) == 2  # not --no-warmup
     assert c_api_loader.main([]) == 2 and c_api_loader.main(["--no-warmup"]) == 2  # no model: the usage
     assert "python kzoo/serving/c_api_loader.py" in capsys.readouterr().err
+
+
+def test_the_loader_process_gets_the_environment_it_is_given(tmp_path):
+    @tf.function(input_signature=[tf.TensorSpec([None], tf.string)])
+    def serve(text):
+        return {"length": tf.strings.length(text)}
+
+    tf.saved_model.save(tf.Module(), str(tmp_path / "1"), signatures={"serving_default": serve})
+    logs = {}
+    for setting in ("1", "0"):
+        with ContractLoader(tmp_path / "1", environment={"TF_ENABLE_ONEDNN_OPTS": setting}) as loader:
+            assert loader.rest({"instances": ["abc"]}) == {"predictions": [3]}
+            loader._log.seek(0)
+            logs[setting] = loader._log.read()
+    # TensorFlow announces its oneDNN graph rewrites at start-up unless TF_ENABLE_ONEDNN_OPTS=0 turned them off
+    assert "oneDNN custom operations are on" in logs["1"] and "oneDNN custom operations" not in logs["0"]
