@@ -88,6 +88,10 @@ class ContractLoader:
 
     def __init__(self, export_dir, timeout=600, warmup=True, intra_op_parallelism=0, inter_op_parallelism=0,
                  environment=None):
+        for name, value in (environment or {}).items():
+            if not (isinstance(name, str) and isinstance(value, str)):
+                raise TypeError(f"environment[{name!r}]={value!r}: environment variables are strings, as in a shell "
+                                f"(pass {str(value)!r}).")
         export_dir = pathlib.Path(export_dir)
         if not (export_dir / "saved_model.pb").is_file():
             raise FileNotFoundError(f"{export_dir} has no saved_model.pb: pass a version folder, such as "

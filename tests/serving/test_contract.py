@@ -195,3 +195,8 @@ def test_the_loader_process_gets_the_environment_it_is_given(tmp_path):
             logs[setting] = loader._log.read()
     # TensorFlow announces its oneDNN graph rewrites at start-up unless TF_ENABLE_ONEDNN_OPTS=0 turned them off
     assert "oneDNN custom operations are on" in logs["1"] and "oneDNN custom operations" not in logs["0"]
+
+
+def test_an_environment_value_that_is_not_a_string_is_refused_before_loading():
+    with pytest.raises(TypeError, match=r"environment\['TF_ENABLE_ONEDNN_OPTS'\]=0: .* \(pass '0'\)"):
+        ContractLoader("saved_models/none", environment={"TF_ENABLE_ONEDNN_OPTS": 0})
