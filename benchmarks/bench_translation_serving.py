@@ -123,11 +123,12 @@ def contenders(version, translator, folder, older=()):
         f"kzoo SavedModel int8 weights{matmuls}, TF Python": loaded(export_translator(
             translator, folder / f"saved_model_int8_{compute}", quantization="int8", compute_dtype=compute))
         for compute, matmuls in (("float32", ", float32 matmuls"), ("bfloat16", " + bfloat16 matmuls"))}
-    flagged = ContractLoader(version, intra_op_parallelism=1, inter_op_parallelism=THREADS)
-    latency = ContractLoader(version, intra_op_parallelism=THREADS, inter_op_parallelism=THREADS)
-    flagged_eigen, latency_eigen = (
-        ContractLoader(version, intra_op_parallelism=intra, inter_op_parallelism=THREADS, environment=NO_ONEDNN)
-        for intra in (1, THREADS))
+    def threaded(intra, environment=None):  # README's inter-op threads, one per core
+        return ContractLoader(version, intra_op_parallelism=intra, inter_op_parallelism=THREADS,
+                              environment=environment)
+
+    flagged, latency = threaded(1), threaded(THREADS)
+    flagged_eigen, latency_eigen = threaded(1, NO_ONEDNN), threaded(THREADS, NO_ONEDNN)
     default = ContractLoader(version)
     ctranslate2_models = {"float32": ({}, "default"), "int8": ({"quantization": "int8"}, "int8")}  # export, compute
     float32, int8 = (CTranslate2Process(export_ctranslate2(translator.model, translator.tokenizer, folder / name,
