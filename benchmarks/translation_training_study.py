@@ -46,22 +46,28 @@ def changes(config):
     return ", ".join(changed) or "defaults"
 
 
-def epoch_minutes(run):
-    """[(checkpoint path, minutes of training when it was written)] of a run folder, oldest first."""
+def epoch_minutes(run, kind="epoch"):
+    """[(checkpoint path, minutes of training when it was written)] of a run folder, oldest first: the weights at each
+    epoch's end (`kind="epoch"`) or the optimizer's moving average of them (`kind="moving_average"`)."""
     start = (run / "tokenizer.model").stat().st_mtime
-    checkpoints = sorted((run / "checkpoints").glob("epoch_*.weights.h5"))
+    checkpoints = sorted((run / "checkpoints").glob(f"{kind}_[0-9]*.weights.h5"))
     return [(path, (path.stat().st_mtime - start) / 60) for path in checkpoints]
 
 
-def study_rows(run, budgets, average, sentences=None, epoch_budgets=()):
-    """One table row per budget (minutes, then epochs) for the run folder `run`."""
+def study_rows(run, budgets, average, sentences=None, epoch_budgets=(), moving_average=False):
+    """One table row per budget (minutes, then epochs) for the run folder `run`: the last `average` epoch checkpoints
+    inside the budget averaged, or with `moving_average=True` the optimizer's moving average of the weights at the
+    end of the last epoch inside it (a run trained with `ema_momentum`)."""
     from kzoo.text import SubwordTokenizer
 
     config = TranslationConfig(**json.loads((run / "config.json").read_text()))
     tokenizer = SubwordTokenizer.load(run / "tokenizer.model")
     model = build_model(config, tokenizer.vocabulary_size)
     english, german = (side[:sentences] for side in multi30k("val"))
-    epochs = epoch_minutes(run)
+    epochs = epoch_minutes(run, "moving_average" if moving_average else "epoch")
+    if moving_average and not epochs:
+        raise SystemExit(f"{run} holds no moving averages of its weights (checkpoints/moving_average_*.weights.h5): "
+                         "it was not trained with --ema-momentum; score it without --moving-average.")
     rows = []
     cuts = [(f"{budget:g}", [e for e in epochs if e[1] <= budget]) for budget in budgets]
     # A run trained for `config.minutes` says nothing of a longer budget (its epochs would repeat its own row).
@@ -75,11 +81,12 @@ def study_rows(run, budgets, average, sentences=None, epoch_budgets=()):
         if not inside:
             rows.append(f"| {run.name} | {changes(config)} | {label} | no such epoch in the run | | | |")
             continue
-        chosen = inside[-average:]
+        chosen = inside[-1:] if moving_average else inside[-average:]
         average_weights(model, [str(path) for path, _ in chosen])
         scores, _ = score(translator(model, tokenizer, config), english, german)
+        averaged = f"moving average ({config.ema_momentum:g})" if moving_average else len(chosen)
         rows.append(f"| {run.name} | {changes(config)} | {label} | {len(inside)} ({inside[-1][1]:.1f} min) | "
-                    f"{len(chosen)} | {scores['bleu']:.2f} ({scores['bleu_lowercase']:.2f}) | {scores['chrf']:.2f} |")
+                    f"{averaged} | {scores['bleu']:.2f} ({scores['bleu_lowercase']:.2f}) | {scores['chrf']:.2f} |")
         print(rows[-1], flush=True)
     return rows
 
@@ -120,6 +127,9 @@ def main():
     parser.add_argument("--epoch-budgets", nargs="*", type=int, default=[],
                         help="budgets in epochs, for runs made beside other work (their minutes are not the budget)")
     parser.add_argument("--average", type=int, default=5, help="the last N epoch checkpoints inside a budget averaged")
+    parser.add_argument("--moving-average", action="store_true",
+                        help="score the optimizer's moving average of the weights at the last epoch inside each "
+                             "budget (runs trained with --ema-momentum) instead of averaging epoch checkpoints")
     parser.add_argument("--output", help="RESULTS.md to write the section into")
     parser.add_argument("--sentences", type=int, help="only the first N val sentences (a smoke run)")
     args = parser.parse_args()
@@ -128,7 +138,8 @@ def main():
             parser.error(f"{run} is not a translation-recipe run folder (no config.json or tokenizer.model)")
     before = os.getloadavg()
     rows = [row for run in args.runs
-            for row in study_rows(run, args.budgets, args.average, args.sentences, args.epoch_budgets)]
+            for row in study_rows(run, args.budgets, args.average, args.sentences, args.epoch_budgets,
+                                  args.moving_average)]
     after = os.getloadavg()
     kept = earlier_rows(args.output, rows) if args.output else []
     scorings = earlier_scorings(args.output) if kept else []
@@ -140,7 +151,9 @@ def main():
         "",
         "Runs of `python -m kzoo.train.translation_recipe` on the 2-core machine, each scored at a fixed shorter "
         "budget and at its whole one: the epochs that ended inside the budget (minutes of training, from the run's "
-        "file times), the last of them averaged (how many: the averaged column), decoding Multi30k val"
+        "file times), the last of them averaged (how many: the averaged column; \"moving average\": instead the "
+        "optimizer's moving average of the weights at the last epoch's end, for runs with ema_momentum), decoding "
+        "Multi30k val"
         f"{f' (first {args.sentences} sentences)' if args.sentences else ''} with the run's beam settings; cased "
         "sacreBLEU (lowercased in brackets) and chrF. Validation only: the test set is not read."
         + (" Rows of runs scored earlier are kept as they were written (their dates are in their logs)."

@@ -17,6 +17,7 @@ __getattr__, __dir__ = lazy_namespace(__name__, {
     "StopAtStep": "kzoo.train.callbacks",
     "LinearDecayToBudget": "kzoo.train.callbacks",
     "StepLoss": "kzoo.train.callbacks",
+    "MovingAverage": "kzoo.train.callbacks",
     "Run": "kzoo.train.run",
     "average_weights": "kzoo.train.callbacks",
     "translation_scores": "kzoo.train.quality",

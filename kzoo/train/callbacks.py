@@ -141,6 +141,94 @@ class StopAtStep(keras.callbacks.Callback):
             self.model.stop_training = True
 
 
+class MovingAverage(keras.callbacks.Callback):
+    """Polyak averaging of the weights during `fit`: an exponential moving average of the trainable weights, saved
+    after every epoch to `pattern.format(epoch=N)` (N counted from 1, as `ModelCheckpoint` does).
+
+    The average starts at the weights after the first step and then, every `every` steps, moves `1 - momentum**every`
+    of the way to them: the average with `momentum` per step (Keras's `use_ema=True`, `ema_momentum`) taken over
+    every `every`-th step's weights. Keras updates its average inside every step, ops for each variable one after
+    another; here one update of the translation recipe's 127 variables takes about 70 ms on a 2-core CPU, so every 10
+    steps costs about 1.5% of its 500 ms steps. Training goes on from the weights themselves, and `fit` ends with
+    them in the model (Keras's own average would replace them): load the last file for the average. Each file is
+    written to a temporary beside it and renamed into place, so a reader never takes a half-written one for a
+    checkpoint; a resumed run (one that starts at epoch N > 0) continues the average from epoch N's file when there
+    is one.
+
+    Args:
+        momentum: float in [0, 1). The average's momentum per step; 0.999 averages over about the last 1,000 steps.
+        pattern: str or path. Where to save, with `{epoch}` in it; ends in ".weights.h5".
+        every: int. Steps between updates of the average.
+
+    Example:
+    ```python
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1, use_bias=False, kernel_initializer="ones")])
+    model.compile(keras.optimizers.SGD(0.25), "mse")  # the gradient is 2w: every step halves the kernel
+    average = kzoo.train.MovingAverage(0.5, "average_{epoch:03d}.weights.h5", every=1)
+    model.fit(np.ones((2, 1)), np.zeros((2, 1)), batch_size=1, epochs=1, verbose=0, callbacks=[average])
+    assert model.get_weights()[0].item() == 0.25  # the weights: 1 -> 0.5 -> 0.25
+    model.load_weights("average_001.weights.h5")
+    assert model.get_weights()[0].item() == 0.375  # the average: 0.5, then 0.5 * 0.5 + 0.5 * 0.25
+    ```
+    """
+
+    def __init__(self, momentum, pattern, every=10):
+        super().__init__()
+        if not 0 <= momentum < 1:
+            raise ValueError(f"momentum={momentum} must be in [0, 1): the share of the average kept at each step "
+                             "(0.999 averages over about the last 1,000 steps).")
+        if not (isinstance(every, int) and every >= 1):
+            raise ValueError(f"every={every!r} must be a whole number of steps, at least 1.")
+        if not str(pattern).endswith(".weights.h5"):
+            raise ValueError(f"pattern={str(pattern)!r} must end in '.weights.h5', the ending Keras writes weights "
+                             "files with.")
+        self.momentum = float(momentum)
+        self.pattern = str(pattern)
+        self.every = every
+        self._averages = None
+
+    def on_train_begin(self, logs=None):
+        self._averages = None
+        self._steps = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        import os
+
+        if self._averages is None and epoch > 0 and os.path.exists(self.pattern.format(epoch=epoch)):
+            weights = self.model.get_weights()
+            self.model.load_weights(self.pattern.format(epoch=epoch))
+            self._averages = [keras.Variable(v.numpy(), trainable=False) for v in self.model.trainable_variables]
+            self.model.set_weights(weights)
+
+    def on_train_batch_end(self, batch, logs=None):
+        from keras import ops
+
+        self._steps += 1
+        if self._averages is None:
+            self._averages = [keras.Variable(v.numpy(), trainable=False) for v in self.model.trainable_variables]
+        elif self._steps % self.every == 0:
+            kept = self.momentum**self.every
+            for average, variable in zip(self._averages, self.model.trainable_variables):
+                average.assign(ops.add(ops.multiply(average, kept),
+                                       ops.multiply(ops.cast(variable, average.dtype), 1.0 - kept)))
+
+    def on_epoch_end(self, epoch, logs=None):
+        from kzoo.files import atomic_path
+
+        if self._averages is None:
+            return
+        variables = self.model.trainable_variables
+        weights = [variable.numpy() for variable in variables]
+        for variable, average in zip(variables, self._averages):
+            variable.assign(average)
+        try:
+            with atomic_path(self.pattern.format(epoch=epoch + 1)) as path:
+                self.model.save_weights(path)
+        finally:
+            for variable, value in zip(variables, weights):
+                variable.assign(value)
+
+
 def average_weights(model, weight_files):
     """Set `model`'s weights to the element-wise mean of the weights saved in `weight_files` (.weights.h5).
 

@@ -220,15 +220,18 @@ class Run:
     def _write_state(self):
         write_atomically(self.path / RUN_FILE, json.dumps(self._state, indent=2) + "\n")
 
-    def callbacks(self, minutes=None, total_steps=None, checkpoints=True, early_stopping=None):
+    def callbacks(self, minutes=None, total_steps=None, checkpoints=True, early_stopping=None,
+                  moving_average=None):
         """The callbacks every recipe trains with: a weights checkpoint per epoch (`checkpoints/`), TensorBoard logs
         (`logs/`), the CSV history (`history.csv`) and the loss at every step (`steps.csv`), both continued on
         resume, a per-worker backup that a killed run resumes from (`backup/`), a stop at the first NaN loss, and,
-        when given, a time budget in minutes, a stop after exactly `total_steps` optimizer steps, and early stopping
-        (a dict of `keras.callbacks.EarlyStopping` arguments)."""
+        when given, a time budget in minutes, a stop after exactly `total_steps` optimizer steps, early stopping
+        (a dict of `keras.callbacks.EarlyStopping` arguments), and with `moving_average` (a momentum per step) a
+        moving average of the weights, saved after every epoch as well (`kzoo.train.MovingAverage`:
+        `checkpoints/moving_average_NNN.weights.h5`, see `moving_average_checkpoints`)."""
         import keras
 
-        from kzoo.train.callbacks import StepLoss, StopAtStep, TimeBudget
+        from kzoo.train.callbacks import MovingAverage, StepLoss, StopAtStep, TimeBudget
         from kzoo.train.fault_tolerance import StopOnNaN, WorkerBackupAndRestore
 
         callbacks = []
@@ -236,6 +239,10 @@ class Run:
             pattern = str(self.path / "checkpoints" / "epoch_{epoch:03d}.weights.h5")
             (self.path / "checkpoints").mkdir(exist_ok=True)
             callbacks.append(keras.callbacks.ModelCheckpoint(pattern, save_weights_only=True))
+        if moving_average is not None:
+            folder = self.path / "checkpoints" if self.chief else pathlib.Path(self._scratch())
+            folder.mkdir(exist_ok=True)
+            callbacks.append(MovingAverage(moving_average, folder / "moving_average_{epoch:03d}.weights.h5"))
         callbacks += [keras.callbacks.TensorBoard(str(self.path / "logs")),
                       keras.callbacks.CSVLogger(str(self.path / "history.csv"), append=self.resumed),
                       StepLoss(self.path / "steps.csv", append=self.resumed)]
@@ -251,6 +258,11 @@ class Run:
     def checkpoints(self):
         """This run's epoch checkpoints, oldest first."""
         return sorted((self.path / "checkpoints").glob("epoch_*.weights.h5"))
+
+    def moving_average_checkpoints(self):
+        """This run's moving averages of the weights at the end of each epoch (`callbacks(moving_average=...)`),
+        oldest first."""
+        return sorted((self.path / "checkpoints").glob("moving_average_*.weights.h5"))
 
     def file(self, name):
         """The path of `name` inside the run folder."""

@@ -73,6 +73,10 @@ class TranslationConfig:
     minutes: float = setting(55.0, "training time budget in minutes (checked at every step)", above=0.0)
     average_last: int = setting(5, "epoch checkpoints averaged into the final model (1: the last one alone)",
                                 minimum=1)
+    ema_momentum: float = setting(0.0, "Polyak averaging: a moving average of the weights with this momentum per "
+                                  "step (kzoo.train.MovingAverage), saved every epoch; the final model is the average "
+                                  "at the last epoch's end instead of the last checkpoints averaged; 0: off",
+                                  minimum=0.0, below=1.0)
     patience: int = setting(4, "epochs without a better validation loss before training stops", minimum=1)
     dtype: str = setting("float32", "Keras dtype policy", choices=DTYPES)
     beam_size: int = setting(4, "beam search: hypotheses kept per sentence", minimum=1)
@@ -329,17 +333,25 @@ def train(config, output, train_pairs=None, val_pairs=None, test_pairs=None, res
             epochs=config.epochs,
             verbose=verbose,
             callbacks=run.callbacks(minutes=config.minutes,
-                                    early_stopping={"monitor": "val_loss", "patience": config.patience})
+                                    early_stopping={"monitor": "val_loss", "patience": config.patience},
+                                    moving_average=config.ema_momentum or None)
             + schedule_callbacks(config, steps_per_epoch),
         )
         train_seconds = time.monotonic() - started
         with open(run.file("history.csv")) as file:
             history = list(csv.DictReader(file))
 
-        checkpoints = run.checkpoints()[-config.average_last:]
-        if len(checkpoints) > 1:
-            print(f"averaging the last {len(checkpoints)} checkpoints: {[p.name for p in checkpoints]}", flush=True)
-            average_weights(model, [str(p) for p in checkpoints])
+        if config.ema_momentum > 0:
+            last = run.moving_average_checkpoints()[-1]
+            print(f"the final model is the moving average of the weights at the end of the last epoch: {last.name} "
+                  "(average_last is not used)", flush=True)
+            model.load_weights(last)
+        else:
+            checkpoints = run.checkpoints()[-config.average_last:]
+            if len(checkpoints) > 1:
+                print(f"averaging the last {len(checkpoints)} checkpoints: {[p.name for p in checkpoints]}",
+                      flush=True)
+                average_weights(model, [str(p) for p in checkpoints])
         with run.artifact("model.keras") as path:
             model.save(path)
 

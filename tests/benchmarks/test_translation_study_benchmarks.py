@@ -69,7 +69,7 @@ def test_the_training_study_scores_a_run_at_each_budget(tmp_path):
 
     config = TranslationConfig(vocabulary_size=400, encoder_layers=1, decoder_layers=1, hidden_dim=32, num_heads=2,
                                intermediate_dim=64, max_tokens=512, max_length=32, epochs=3, steps_per_epoch=2,
-                               average_last=2, beam_size=2, dropout=0.2)
+                               average_last=2, beam_size=2, dropout=0.2, ema_momentum=0.9)
     (english, german), val = multi30k("train"), multi30k("val")
     translation_recipe.train(config, tmp_path / "tiny", (english[:300], german[:300]), (val[0][:8], val[1][:8]),
                              test_pairs=(), verbose=0, methods=("greedy",))
@@ -86,6 +86,13 @@ def test_the_training_study_scores_a_run_at_each_budget(tmp_path):
     assert cells[1][3].startswith("3 (") and cells[1][4] == "2"  # every epoch inside, the last two averaged
     bleu = float(cells[1][5].split()[0])
     assert 0 <= bleu <= 100
+    # The same run scored on its moving averages: the last epoch's inside each budget, not an average of several.
+    rows = run("translation_training_study.py", str(tmp_path / "tiny"), "--budgets", "55", "--epoch-budgets", "1",
+               "--moving-average", "--sentences", "8")
+    table = rows[next(i for i, row in enumerate(rows) if row.startswith("| run |")) + 1:]
+    cells = [[cell.strip() for cell in row.strip("|").split("|")] for row in table if row.startswith("| tiny")]
+    assert [(row[2], row[3].split()[0], row[4]) for row in cells] == [
+        ("55", "3", "moving average (0.9)"), ("1 epochs", "1", "moving average (0.9)")]
 
 
 def test_the_training_study_keeps_earlier_rows_unless_scored_again(tmp_path):

@@ -101,3 +101,19 @@ def test_the_linear_schedule_falls_to_zero_at_the_planned_steps(pairs, tmp_path)
     assert results["steps"] == 8
     # Step 7 of 8 (from 0) ran at peak · (1 - 7/8); the 55-minute budget has hardly begun.
     assert float(model.optimizer.learning_rate) == pytest.approx(peak / 8, rel=1e-3)
+
+
+def test_with_a_moving_average_the_final_model_is_its_last_epoch_s_average(pairs, tmp_path):
+    import numpy as np
+
+    model, _, results = run(dataclasses.replace(TINY, ema_momentum=0.9, epochs=2), tmp_path / "run", pairs)
+    folder = tmp_path / "run" / "checkpoints"
+    assert sorted(p.name for p in folder.iterdir()) == [
+        "epoch_001.weights.h5", "epoch_002.weights.h5",
+        "moving_average_001.weights.h5", "moving_average_002.weights.h5"]
+    final = [w.numpy() for w in model.weights]
+    model.load_weights(folder / "moving_average_002.weights.h5")
+    assert all(np.array_equal(a, w.numpy()) for a, w in zip(final, model.weights))
+    model.load_weights(folder / "epoch_002.weights.h5")  # the weights themselves, which training followed
+    assert not all(np.array_equal(a, w.numpy()) for a, w in zip(final, model.weights))
+    assert results["steps"] == 8
