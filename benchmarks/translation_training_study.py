@@ -48,7 +48,8 @@ def changes(config):
 
 def epoch_minutes(run, kind="epoch"):
     """[(checkpoint path, minutes of training when it was written)] of a run folder, oldest first: the weights at each
-    epoch's end (`kind="epoch"`) or the optimizer's moving average of them (`kind="moving_average"`)."""
+    epoch's end (`kind="epoch"`) or the moving average of them that kzoo.train.MovingAverage saved
+    (`kind="moving_average"`)."""
     start = (run / "tokenizer.model").stat().st_mtime
     checkpoints = sorted((run / "checkpoints").glob(f"{kind}_[0-9]*.weights.h5"))
     return [(path, (path.stat().st_mtime - start) / 60) for path in checkpoints]
@@ -56,8 +57,8 @@ def epoch_minutes(run, kind="epoch"):
 
 def study_rows(run, budgets, average, sentences=None, epoch_budgets=(), moving_average=False):
     """One table row per budget (minutes, then epochs) for the run folder `run`: the last `average` epoch checkpoints
-    inside the budget averaged, or with `moving_average=True` the optimizer's moving average of the weights at the
-    end of the last epoch inside it (a run trained with `ema_momentum`)."""
+    inside the budget averaged, or with `moving_average=True` the moving average of the weights at the end of the
+    last epoch inside it (a run trained with `ema_momentum`)."""
     from kzoo.text import SubwordTokenizer
 
     config = TranslationConfig(**json.loads((run / "config.json").read_text()))
@@ -128,8 +129,9 @@ def main():
                         help="budgets in epochs, for runs made beside other work (their minutes are not the budget)")
     parser.add_argument("--average", type=int, default=5, help="the last N epoch checkpoints inside a budget averaged")
     parser.add_argument("--moving-average", action="store_true",
-                        help="score the optimizer's moving average of the weights at the last epoch inside each "
-                             "budget (runs trained with --ema-momentum) instead of averaging epoch checkpoints")
+                        help="score the moving average (kzoo.train.MovingAverage) of the weights at the last "
+                             "epoch inside each budget (runs trained with --ema-momentum) instead of averaging "
+                             "epoch checkpoints")
     parser.add_argument("--output", help="RESULTS.md to write the section into")
     parser.add_argument("--sentences", type=int, help="only the first N val sentences (a smoke run)")
     args = parser.parse_args()
@@ -152,8 +154,8 @@ def main():
         "Runs of `python -m kzoo.train.translation_recipe` on the 2-core machine, each scored at a fixed shorter "
         "budget and at its whole one: the epochs that ended inside the budget (minutes of training, from the run's "
         "file times), the last of them averaged (how many: the averaged column; \"moving average\": instead the "
-        "optimizer's moving average of the weights at the last epoch's end, for runs with ema_momentum), decoding "
-        "Multi30k val"
+        "moving average of the weights (kzoo.train.MovingAverage) at the last epoch's end, for runs with "
+        "ema_momentum), decoding Multi30k val"
         f"{f' (first {args.sentences} sentences)' if args.sentences else ''} with the run's beam settings; cased "
         "sacreBLEU (lowercased in brackets) and chrF. Validation only: the test set is not read."
         + (" Rows of runs scored earlier are kept as they were written (their dates are in their logs)."
