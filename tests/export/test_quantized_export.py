@@ -187,5 +187,5 @@ def test_shipped_weights_quantized_keep_bleu_within_0_3(tmp_path):
             for i, text in zip(rows, serve(text=texts)["translation"].numpy()):
                 out[i] = text.decode("utf-8")
         bleu[name] = translation_scores(out, german)["bleu"]
-    assert bleu["float32"] == 39.72  # the newest version's test score, as its model card gives it
+    assert bleu["float32"] == 39.43  # the newest version's test score, as its model card gives it
     assert all(abs(score - bleu["float32"]) <= 0.3 for score in bleu.values()), bleu

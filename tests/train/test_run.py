@@ -172,8 +172,8 @@ def test_a_preset_sets_the_defaults_and_a_given_flag_still_wins():
     assert parsed() == TranslationConfig()
     hour = parsed("--preset", "multi30k_hour")
     assert hour == TranslationConfig.from_preset("multi30k_hour") == TranslationConfig(**PRESETS["multi30k_hour"])
-    assert (hour.minutes, hour.beam_size, hour.length_penalty, hour.dtype, hour.dropout, hour.epochs) == (
-        60.0, 4, 0.8, "mixed_bfloat16", 0.2, 40)
+    assert (hour.minutes, hour.beam_size, hour.length_penalty, hour.dtype, hour.dropout, hour.epochs,
+            hour.ema_momentum) == (60.0, 4, 0.8, "mixed_bfloat16", 0.2, 40, 0.999)
     assert hour.hidden_dim == TranslationConfig().hidden_dim  # what the preset does not list keeps its default
     # A flag beside the preset wins, wherever it stands on the command line.
     assert parsed("--beam-size", "6", "--preset", "multi30k_hour").beam_size == 6
