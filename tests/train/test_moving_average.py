@@ -69,3 +69,35 @@ def test_a_resumed_fit_continues_the_average_from_its_epoch_s_file(tmp_path):
 def test_bad_settings_are_refused_when_made(arguments, message):
     with pytest.raises(ValueError, match=message):
         MovingAverage(*arguments)
+
+
+MIRRORED = """
+import sys
+import numpy as np
+import tensorflow as tf
+tf.config.set_logical_device_configuration(tf.config.list_physical_devices("CPU")[0],
+                                           [tf.config.LogicalDeviceConfiguration()] * 2)
+import keras
+from kzoo.train import MovingAverage
+
+with tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"]).scope():
+    model = keras.Sequential([keras.Input((1,)), keras.layers.Dense(1, use_bias=False, kernel_initializer="ones")])
+    model.compile(keras.optimizers.SGD(0.25), "mse")
+batches = tf.data.Dataset.from_tensor_slices((np.ones((6, 1), "float32"), np.zeros((6, 1), "float32"))).batch(2)
+model.fit(batches, epochs=1, verbose=0, callbacks=[MovingAverage(0.5, sys.argv[1], every=1)])
+weights = model.get_weights()[0].item()
+model.load_weights(sys.argv[1].format(epoch=1))
+print(weights, model.get_weights()[0].item())
+"""
+
+
+def test_under_a_mirrored_strategy_the_average_is_the_one_device_average(tmp_path):
+    # Two replicas of one sample each: their mean gradient is the one-sample gradient 2w, so the kernel halves every
+    # step as on one device, and the average of the mirrored variables' values is the same as there.
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-c", MIRRORED, str(tmp_path / "average_{epoch:03d}.weights.h5")],
+                            capture_output=True, text=True, timeout=300, check=True)
+    weights, average = map(float, result.stdout.split())
+    assert weights == WEIGHTS[2] and average == pytest.approx(expected(0.5, 1, 3))
