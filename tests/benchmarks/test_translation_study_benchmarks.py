@@ -150,3 +150,26 @@ def test_the_step_time_probe_refuses_a_single_epoch_before_any_work():
                                timeout=60)
     assert completed.stdout.split() == ["2", "False"]  # refused before TensorFlow was imported
     assert "--steps 40 --epochs 1: at least one step and two epochs are needed" in completed.stderr
+
+
+@pytest.mark.slow  # about half a minute: one shipped version loaded twice, 16 sentences each
+def test_a_version_compared_with_itself_differs_by_nothing_in_every_resample(tmp_path):
+    results = tmp_path / "RESULTS.md"
+    printed = run("translation_versions_compared.py", "saved_models/transformer_multi30k_en_de/11",
+                  "saved_models/transformer_multi30k_en_de/11", "--sentences", "8", "--resamples", "50",
+                  "--output", str(results))
+    written = [line for line in results.read_text().splitlines() if line.startswith("| ") and "---" not in line]
+    assert written[0].startswith("| split") and written[1:] == printed  # the rows, as scored, in the section
+    cells = [[cell.strip() for cell in row.strip("|").split("|")] for row in printed]
+    assert [row[0] for row in cells] == ["val (8)", "test_2016_flickr (8)"]
+    for split, a, b, difference, interval, not_ahead in cells:
+        assert a == b and difference == "+0.00" and interval == "+0.00 to +0.00" and not_ahead == "1.000"
+
+
+def test_the_version_comparison_refuses_a_model_folder_before_any_work():
+    folder = "saved_models/transformer_multi30k_en_de"
+    completed = subprocess.run([sys.executable, "benchmarks/translation_versions_compared.py", folder, f"{folder}/11"],
+                               cwd=REPOSITORY, capture_output=True, text=True, timeout=60)
+    assert completed.returncode == 2
+    assert ("saved_models/transformer_multi30k_en_de is not a SavedModel version folder (no saved_model.pb): pass a "
+            "numbered version") in " ".join(completed.stderr.split())
