@@ -57,8 +57,8 @@ def epoch_minutes(run, kind="epoch"):
 
 def study_rows(run, budgets, average, sentences=None, epoch_budgets=(), moving_average=False):
     """One table row per budget (minutes, then epochs) for the run folder `run`: the last `average` epoch checkpoints
-    inside the budget averaged, or with `moving_average=True` the moving average of the weights at the end of the
-    last epoch inside it (a run trained with `ema_momentum`)."""
+    inside the budget averaged, or with `moving_average=True` the last `average` moving averages of the weights saved
+    at the ends of the epochs inside it (a run trained with `ema_momentum`), averaged."""
     from kzoo.text import SubwordTokenizer
 
     config = TranslationConfig(**json.loads((run / "config.json").read_text()))
@@ -82,10 +82,14 @@ def study_rows(run, budgets, average, sentences=None, epoch_budgets=(), moving_a
         if not inside:
             rows.append(f"| {run.name} | {changes(config)} | {label} | no such epoch in the run | | | |")
             continue
-        chosen = inside[-1:] if moving_average else inside[-average:]
+        chosen = inside[-average:]
         average_weights(model, [str(path) for path, _ in chosen])
         scores, _ = score(translator(model, tokenizer, config), english, german)
-        averaged = f"moving average ({config.ema_momentum:g})" if moving_average else len(chosen)
+        averaged = len(chosen)
+        if moving_average:
+            averaged = f"moving average ({config.ema_momentum:g})"
+            if len(chosen) > 1:
+                averaged = f"last {len(chosen)} moving averages ({config.ema_momentum:g})"
         rows.append(f"| {run.name} | {changes(config)} | {label} | {len(inside)} ({inside[-1][1]:.1f} min) | "
                     f"{averaged} | {scores['bleu']:.2f} ({scores['bleu_lowercase']:.2f}) | {scores['chrf']:.2f} |")
         print(rows[-1], flush=True)
@@ -127,17 +131,23 @@ def main():
                         help="training budgets in minutes, each scored on the epochs that ended inside it")
     parser.add_argument("--epoch-budgets", nargs="*", type=int, default=[],
                         help="budgets in epochs, for runs made beside other work (their minutes are not the budget)")
-    parser.add_argument("--average", type=int, default=5, help="the last N epoch checkpoints inside a budget averaged")
+    parser.add_argument("--average", type=int,
+                        help="the last N checkpoints inside a budget averaged (default: 5 epoch checkpoints, or 1 "
+                             "moving average with --moving-average)")
     parser.add_argument("--moving-average", action="store_true",
-                        help="score the moving average (kzoo.train.MovingAverage) of the weights at the last "
-                             "epoch inside each budget (runs trained with --ema-momentum) instead of averaging "
-                             "epoch checkpoints")
+                        help="score the moving average (kzoo.train.MovingAverage) of the weights saved at the end "
+                             "of the last epoch inside each budget (runs trained with --ema-momentum), or the mean "
+                             "of the last --average of them, instead of averaging epoch checkpoints")
     parser.add_argument("--output", help="RESULTS.md to write the section into")
     parser.add_argument("--sentences", type=int, help="only the first N val sentences (a smoke run)")
     args = parser.parse_args()
     for run in args.runs:
         if not (run / "config.json").is_file() or not (run / "tokenizer.model").is_file():
             parser.error(f"{run} is not a translation-recipe run folder (no config.json or tokenizer.model)")
+    if args.average is None:
+        args.average = 1 if args.moving_average else 5
+    if args.average < 1:
+        parser.error(f"--average {args.average}: average at least 1 checkpoint")
     before = os.getloadavg()
     rows = [row for run in args.runs
             for row in study_rows(run, args.budgets, args.average, args.sentences, args.epoch_budgets,
@@ -154,8 +164,8 @@ def main():
         "Runs of `python -m kzoo.train.translation_recipe` on the 2-core machine, each scored at a fixed shorter "
         "budget and at its whole one: the epochs that ended inside the budget (minutes of training, from the run's "
         "file times), the last of them averaged (how many: the averaged column; \"moving average\": instead the "
-        "moving average of the weights (kzoo.train.MovingAverage) at the last epoch's end, for runs with "
-        "ema_momentum), decoding Multi30k val"
+        "moving average of the weights (kzoo.train.MovingAverage) at the last epoch's end, or the mean of the last "
+        "few epochs' moving averages, for runs with ema_momentum), decoding Multi30k val"
         f"{f' (first {args.sentences} sentences)' if args.sentences else ''} with the run's beam settings; cased "
         "sacreBLEU (lowercased in brackets) and chrF. Validation only: the test set is not read."
         + (" Rows of runs scored earlier are kept as they were written (their dates are in their logs)."

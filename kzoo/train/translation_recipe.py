@@ -21,6 +21,10 @@ SCHEDULES = ("inverse_sqrt", "linear_to_budget")
 # Named configurations of the recipe (`--preset NAME`, `TranslationConfig.from_preset(NAME)`), each given as the
 # fields it changes from the defaults (which reproduce the shipped model's versions 1-4). benchmarks/RESULTS.md,
 # sections translation-study-training and translation-study-decoding, says how they were chosen: on val BLEU only.
+# Variable names (regular expressions searched in each variable's name) that weight decay leaves alone: every bias
+# (bias, query_bias, output_bias, ...) and the layer norms' gamma and beta.
+NOT_DECAYED = ["bias", "gamma", "beta"]
+
 PRESETS = {
     # The study's best on val: the shipped model's size with dropout 0.2, in mixed bfloat16 (1.5x the steps of
     # float32 on an AMD EPYC with AVX-512 BF16; a CPU without bfloat16 instructions may run it slower than float32,
@@ -67,6 +71,9 @@ class TranslationConfig:
     max_tokens: int = setting(2048, "tokens per side in a batch (length-bucketed batches)", minimum=2)
     max_length: int = setting(128, "subwords kept per sentence, end token included", minimum=4)
     warmup_steps: int = setting(1000, "warm-up steps of the paper's learning-rate schedule", minimum=1)
+    weight_decay: float = setting(0.0, "decoupled weight decay (AdamW, Loshchilov & Hutter 2019) of the weight "
+                                  "matrices and embeddings, times the learning rate each step; biases and layer-norm "
+                                  "scales and offsets are not decayed; 0: plain Adam", minimum=0.0)
     learning_rate_scale: float = setting(0.7, "a constant factor on the paper's learning-rate schedule", above=0.0)
     schedule: str = setting("inverse_sqrt", "after the warm-up: the paper's inverse square root, or a linear fall that "
                             "reaches 0 when the time budget (minutes) or the epochs run out, from the paper's peak",
@@ -143,7 +150,9 @@ def build_model(config, vocabulary_size):
 def compile_model(model, config):
     """Compile `model` as the recipe trains it: Adam(0.9, 0.98, 1e-9) on the paper's warm-up schedule (with
     `schedule="linear_to_budget"` at the schedule's peak rate, which `schedule_callbacks` then sets step by step), the
-    label-smoothed cross-entropy over real tokens, and token accuracy.
+    label-smoothed cross-entropy over real tokens, and token accuracy. With `weight_decay`, AdamW instead: every
+    weight matrix and embedding shrinks by `learning_rate · weight_decay` of itself each step; biases and layer-norm
+    parameters do not (nanoGPT's split).
 
     Example:
     ```python
@@ -164,8 +173,14 @@ def compile_model(model, config):
     schedule = TransformerSchedule(config.hidden_dim, config.warmup_steps, config.learning_rate_scale)
     if config.schedule == "linear_to_budget":
         schedule = peak_learning_rate(config)
+    if config.weight_decay:
+        optimizer = keras.optimizers.AdamW(schedule, weight_decay=config.weight_decay, beta_1=0.9, beta_2=0.98,
+                                           epsilon=1e-9)
+        optimizer.exclude_from_weight_decay(var_names=NOT_DECAYED)
+    else:
+        optimizer = keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9)
     model.compile(
-        optimizer=keras.optimizers.Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9),
+        optimizer=optimizer,
         loss=MaskedCrossEntropy(config.label_smoothing),
         metrics=[MaskedAccuracy()],
     )

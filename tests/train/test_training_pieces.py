@@ -74,3 +74,40 @@ def test_time_budget_stops_before_an_epoch_would_overrun():
     budget.epoch_start -= 25.0  # 45 s gone, the next epoch would need 25 s more
     budget.on_epoch_end(1)
     assert model.stop_training and budget.stopped_epoch == 1
+
+
+def test_weight_decay_shrinks_matrices_and_embeddings_but_not_biases_or_norms():
+    from kzoo.train.translation_recipe import TranslationConfig, build_model, compile_model
+
+    config = TranslationConfig(encoder_layers=1, decoder_layers=1, hidden_dim=32, num_heads=2, intermediate_dim=64,
+                               weight_decay=0.1)
+    model = build_model(config, vocabulary_size=300)
+    compile_model(model, config)
+    assert isinstance(model.optimizer, keras.optimizers.AdamW)
+    variables = model.trainable_variables
+    for variable in variables:  # non-zero biases and offsets, so that a decay of them would show
+        if variable.name.endswith(("bias", "beta")):
+            variable.assign(np.full(variable.shape, 0.5))
+    before = [np.array(v) for v in variables]
+    learning_rate = float(model.optimizer.learning_rate)
+    # Zero gradients move nothing through Adam's moments, so the decay alone changes the weights.
+    model.optimizer.apply_gradients([(np.zeros(v.shape, "float32"), v) for v in variables])
+    decayed = set()
+    for variable, old in zip(variables, before):
+        new = np.array(variable)
+        if variable.name.endswith(("bias", "gamma", "beta")):
+            np.testing.assert_array_equal(new, old, err_msg=variable.path)
+        else:
+            np.testing.assert_allclose(new, old * (1 - 0.1 * learning_rate), rtol=1e-6, err_msg=variable.path)
+            decayed.add(variable.path.split("/")[-1])
+    assert decayed == {"embeddings", "kernel", "query_kernel", "key_kernel", "value_kernel", "output_kernel"}
+    assert 0 < learning_rate < 1e-3
+
+
+def test_without_weight_decay_the_recipe_trains_with_plain_adam():
+    from kzoo.train.translation_recipe import TranslationConfig, build_model, compile_model
+
+    config = TranslationConfig(encoder_layers=1, decoder_layers=1, hidden_dim=32, num_heads=2, intermediate_dim=64)
+    model = build_model(config, vocabulary_size=300)
+    compile_model(model, config)
+    assert type(model.optimizer) is keras.optimizers.Adam
