@@ -93,6 +93,13 @@ def test_the_training_study_scores_a_run_at_each_budget(tmp_path):
     cells = [[cell.strip() for cell in row.strip("|").split("|")] for row in table if row.startswith("| tiny")]
     assert [(row[2], row[3].split()[0], row[4]) for row in cells] == [
         ("55", "3", "moving average (0.9)"), ("1 epochs", "1", "moving average (0.9)")]
+    # Several epochs' moving averages averaged (a longer horizon), as many as the budget holds.
+    rows = run("translation_training_study.py", str(tmp_path / "tiny"), "--budgets", "55", "--epoch-budgets", "1",
+               "--moving-average", "--average", "2", "--sentences", "8")
+    table = rows[next(i for i, row in enumerate(rows) if row.startswith("| run |")) + 1:]
+    cells = [[cell.strip() for cell in row.strip("|").split("|")] for row in table if row.startswith("| tiny")]
+    assert [(row[2], row[3].split()[0], row[4]) for row in cells] == [
+        ("55", "3", "last 2 moving averages (0.9)"), ("1 epochs", "1", "moving average (0.9)")]
 
 
 def test_the_training_study_keeps_earlier_rows_unless_scored_again(tmp_path):
