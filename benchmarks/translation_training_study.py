@@ -87,9 +87,8 @@ def study_rows(run, budgets, average, sentences=None, epoch_budgets=(), moving_a
         scores, _ = score(translator(model, tokenizer, config), english, german)
         averaged = len(chosen)
         if moving_average:
-            averaged = f"moving average ({config.ema_momentum:g})"
-            if len(chosen) > 1:
-                averaged = f"last {len(chosen)} moving averages ({config.ema_momentum:g})"
+            kind = "moving average" if len(chosen) == 1 else f"last {len(chosen)} moving averages"
+            averaged = f"{kind} ({config.ema_momentum:g})"
         rows.append(f"| {run.name} | {changes(config)} | {label} | {len(inside)} ({inside[-1][1]:.1f} min) | "
                     f"{averaged} | {scores['bleu']:.2f} ({scores['bleu_lowercase']:.2f}) | {scores['chrf']:.2f} |")
         print(rows[-1], flush=True)
