@@ -10,6 +10,7 @@ import keras
 import keras_hub
 
 import kzoo
+from kzoo.models.weight_decay import decay_weights_only
 
 
 @dataclass(frozen=True)
@@ -35,9 +36,7 @@ class Config:
 
 def optimizer(config):
     """The optimizer of every contender: AdamW with BERT's settings, no weight decay on biases and layer norms."""
-    adamw = keras.optimizers.AdamW(config.learning_rate, weight_decay=0.01, epsilon=1e-6)
-    adamw.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
-    return adamw
+    return decay_weights_only(keras.optimizers.AdamW(config.learning_rate, weight_decay=0.01, epsilon=1e-6))
 
 
 def kzoo_pretrainer(config, precision, preset="bert_small", **overrides):

@@ -1,6 +1,8 @@
 import keras
 import numpy as np
 
+from kzoo.models.weight_decay import decay_weights_only
+
 
 def _looks_like_text(x):
     """Whether `x` holds strings, judged without TensorFlow (for the error of a task that has no preprocessor)."""
@@ -136,7 +138,7 @@ class BertTask(keras.Model):
         if optimizer == "auto":
             optimizer = keras.optimizers.AdamW(self.default_learning_rate, weight_decay=0.01, epsilon=1e-6)
         if isinstance(optimizer, keras.optimizers.AdamW):
-            optimizer.exclude_from_weight_decay(var_names=["bias", "gamma", "beta"])
+            decay_weights_only(optimizer)
         if loss == "auto":
             loss = self.default_loss()
         if metrics == "auto":

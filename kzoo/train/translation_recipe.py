@@ -18,10 +18,6 @@ from kzoo.train.run import recipe_parser, run_recipe
 MODULE = "kzoo.train.translation_recipe"
 DTYPES = ("float32", "mixed_bfloat16", "mixed_float16")
 SCHEDULES = ("inverse_sqrt", "linear_to_budget")
-# Variable names (regular expressions searched in each variable's name) that weight decay leaves alone: every bias
-# (bias, query_bias, output_bias, ...) and the layer norms' gamma and beta (as BertTask.compile does).
-NOT_DECAYED = ["bias", "gamma", "beta"]
-
 # Named configurations of the recipe (`--preset NAME`, `TranslationConfig.from_preset(NAME)`), each given as the
 # fields it changes from the defaults (which reproduce the shipped model's versions 1-4). benchmarks/RESULTS.md,
 # sections translation-study-training and translation-study-decoding, says how they were chosen: on val BLEU only.
@@ -168,6 +164,7 @@ def compile_model(model, config):
     import keras
 
     from kzoo.metrics import MaskedAccuracy
+    from kzoo.models.weight_decay import decay_weights_only
     from kzoo.train.losses import MaskedCrossEntropy
     from kzoo.train.schedules import TransformerSchedule
 
@@ -176,8 +173,7 @@ def compile_model(model, config):
         schedule = peak_learning_rate(config)
     adam = {"beta_1": 0.9, "beta_2": 0.98, "epsilon": 1e-9}  # the paper's
     if config.weight_decay:
-        optimizer = keras.optimizers.AdamW(schedule, weight_decay=config.weight_decay, **adam)
-        optimizer.exclude_from_weight_decay(var_names=NOT_DECAYED)
+        optimizer = decay_weights_only(keras.optimizers.AdamW(schedule, weight_decay=config.weight_decay, **adam))
     else:
         optimizer = keras.optimizers.Adam(schedule, **adam)
     model.compile(
